@@ -1,0 +1,83 @@
+// Built-in host-local IPAM, on-disk compatible with the reference plugin
+// (containernetworking/plugins plugins/ipam/host-local): one file per reserved address
+// named by the address, holding "<containerID>\r\n<ifname>"; "last_reserved_ip.<set>"
+// cursors; a "lock" file flocked around every operation.
+#pragma once
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "cni/types.h"
+#include "ipam/ip.h"
+
+namespace ipam {
+
+struct Range {
+    IpNet subnet;          ///< network address / prefix
+    IpAddr start, end;     ///< inclusive; defaults: network+1 .. last-1 (v4) / last (v6)
+    IpAddr gateway;        ///< default: network+1
+    bool contains(const IpAddr& a) const;   ///< in [start, end]
+};
+using RangeSet = std::vector<Range>;
+
+struct Config {
+    std::vector<RangeSet> ranges;           ///< runtime ipRanges first, then legacy subnet, then ranges
+    std::vector<cni::Route> routes;
+    std::string data_dir = "/var/lib/cni/networks";
+    std::optional<std::string> resolv_conf;
+    std::chrono::milliseconds lock_timeout{10000};
+};
+
+/// Parses the "ipam" object of a network config. `whole` is the full config (for
+/// runtimeConfig.ipRanges). Every error is cni::Error code 7 whose message names the key
+/// by its path, e.g. "ipam.ranges[0][0].subnet: ...". `cni_version` drives the
+/// "at most one v4 and one v6 set before 0.3.0" rule.
+Config parse_config(const nlohmann::json& whole, const std::string& cni_version);
+
+/// One reservation on disk.
+struct Reservation {
+    IpAddr ip;
+    std::string container_id;
+    std::string ifname;     ///< empty for legacy (pre-2018) id-only files
+};
+
+/// The attachment that owns addresses.
+struct Owner {
+    std::string container_id;
+    std::string ifname;
+    bool operator==(const Owner&) const = default;
+};
+
+class HostLocal {
+public:
+    /// `network` is the config's `name`; it is validated (no '/', not "." or "..").
+    HostLocal(Config cfg, std::string network);
+
+    /// One address per range set. Requested IPs (CNI_ARGS IP=, args.cni.ips,
+    /// runtimeConfig.ips; prefixes ignored) must each fall in a set. A retried ADD for the
+    /// same owner returns the addresses it already holds. Throws code 101 when a set is
+    /// full, 102 when a requested address is taken by another owner, 11 on lock timeout.
+    /// On failure nothing stays reserved by this call.
+    cni::Result allocate(const Owner& owner, const std::vector<IpAddr>& requested);
+    /// Releases every address of the owner (also legacy id-only files). Idempotent.
+    void release(const Owner& owner);
+    /// Addresses the owner holds (error code 103 when none).
+    std::vector<Reservation> find(const Owner& owner);
+    /// Releases every reservation whose owner is not in `valid`. Returns what it released.
+    std::vector<Reservation> gc(const std::vector<Owner>& valid);
+    /// Throws code 50 naming the reason when a range set is full or the store is not writable.
+    void status();
+    /// Every reservation of this network.
+    std::vector<Reservation> list();
+
+    std::string dir() const;   ///< <dataDir>/<network>
+
+private:
+    Config cfg_;
+    std::string network_;
+};
+
+}  // namespace ipam
