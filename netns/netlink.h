@@ -25,6 +25,7 @@ struct Link {
     std::optional<int> link_netnsid;  ///< IFLA_LINK_NETNSID if present
     std::optional<uint32_t> macvlan_mode;  ///< IFLA_MACVLAN_MODE for macvlan links
     uint8_t operstate = 0;       ///< IFLA_OPERSTATE
+    std::string alias;           ///< IFLA_IFALIAS (topocni marks its host links with it)
 };
 
 struct Addr {
@@ -88,6 +89,7 @@ public:
     void set_mac(int index, const std::string& mac);
     void set_mtu(int index, int mtu);
     void set_netns(int index, int netns_fd);
+    void set_alias(int index, const std::string& alias);
     /// Deletes a link; returns false if it did not exist.
     bool del_link(int index);
     bool del_link(const std::string& name);
@@ -95,13 +97,16 @@ public:
     // --- addresses ---
     /// Adds addr with IFA_F_NODAD when nodad (v6); EEXIST is ignored.
     void add_addr(int index, const ipam::IpNet& addr, bool nodad = false, uint8_t scope = 0);
+    /// Same with raw IFA_F_* flags (IFA_F_NODAD, IFA_F_NOPREFIXROUTE...).
+    void add_addr_flags(int index, const ipam::IpNet& addr, uint32_t flags, uint8_t scope = 0);
     void del_addr(int index, const ipam::IpNet& addr);   ///< missing address is fine
     std::vector<Addr> list_addrs(int family, int index = 0);   ///< index 0 = all links
 
     // --- routes ---
     void add_route(const RouteSpec& r);                  ///< EEXIST is ignored
     void del_route(const RouteSpec& r);                  ///< ESRCH/ENOENT is ignored
-    /// Routes of main table (or table), filtered by family and optionally oif.
+    /// Unicast routes of the main table (or `table`; 0 = every table), filtered by family
+    /// (0 = both) and optionally oif.
     std::vector<RouteSpec> list_routes(int family, int oif = 0, uint32_t table = 254);
 
 private:
