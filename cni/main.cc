@@ -1,1 +1,30 @@
-int main() { return 0; }
+// topocni: a CNI plugin when run with CNI_COMMAND set, an operator CLI otherwise.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cni/verbs.h"
+#include "cni/version.h"
+
+int main(int argc, char** argv) {
+    // A delegated plugin that exits before reading its stdin must not kill us.
+    std::signal(SIGPIPE, SIG_IGN);
+    if (std::getenv("CNI_COMMAND") || argc < 2) {
+        if (!std::getenv("CNI_COMMAND")) {
+            std::fprintf(stderr, "CNI topocni plugin v%s\nCNI protocol versions supported:", TOPOCNI_VERSION);
+            for (auto& v : cni::supported_versions()) std::fprintf(stderr, " %s", v.c_str());
+            std::fprintf(stderr, "\n");
+            return 0;
+        }
+        return cni::plugin_main();
+    }
+    if (std::strcmp(argv[1], "version") == 0) {
+        std::printf("topocni %s\nCNI versions:", TOPOCNI_VERSION);
+        for (auto& v : cni::supported_versions()) std::printf(" %s", v.c_str());
+        std::printf("\n");
+        return 0;
+    }
+    std::fprintf(stderr, "topocni: unknown command '%s'\n", argv[1]);
+    return 2;
+}

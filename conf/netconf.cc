@@ -1,0 +1,182 @@
+#include "conf/netconf.h"
+
+#include <algorithm>
+
+#include "cni/env.h"
+#include "cni/error.h"
+#include "cni/result.h"
+#include "cni/version.h"
+#include "conf/fields.h"
+#include "netns/netlink.h"
+
+namespace conf {
+
+namespace {
+
+void check_mac(const std::string& mac, const std::string& path) {
+    if (!netns::nl::parse_mac(mac)) bad(path, "'" + mac + "' is not a MAC address (aa:bb:cc:dd:ee:ff)");
+    auto bytes = *netns::nl::parse_mac(mac);
+    if (bytes[0] & 1) bad(path, "'" + mac + "' is a multicast address");
+}
+
+Attachment parse_attachment(const json& j) {
+    auto a = opt_string(j, "attachment", "").value_or("veth");
+    if (a == "veth") return Attachment::Veth;
+    if (a == "macvlan") return Attachment::Macvlan;
+    if (a == "sriov") return Attachment::Sriov;
+    bad("attachment", "'" + a + "' is not one of veth, macvlan, sriov");
+}
+
+std::vector<ipam::IpAddr> parse_ip_list(const json& obj, const std::string& key, const std::string& path) {
+    std::vector<ipam::IpAddr> out;
+    auto strs = opt_strings(obj, key, path);
+    for (size_t i = 0; i < strs.size(); ++i) {
+        auto s = strs[i].substr(0, strs[i].find('/'));
+        auto a = ipam::IpAddr::parse(s);
+        if (!a) bad(index(join(path, key), i), "'" + strs[i] + "' is not an IP address");
+        out.push_back(*a);
+    }
+    return out;
+}
+
+void parse_ipam(NetConf& c, const ArgsView& args) {
+    auto* ipam = opt_object(c.raw, "ipam", "");
+    if (!ipam) return;
+    c.ipam_type = opt_string(*ipam, "type", "ipam").value_or("");
+    if (c.ipam_type.empty()) {
+        if (!ipam->empty()) bad("ipam.type", "missing (an empty ipam means L2 only; remove the other ipam keys)");
+        return;
+    }
+    // Delegation execs CNI_PATH/<type>: a type with a path in it would run anything.
+    if (c.ipam_type.find('/') != std::string::npos || c.ipam_type == "." || c.ipam_type == "..")
+        bad("ipam.type", "'" + c.ipam_type + "' must be a plugin name, not a path");
+    if (c.ipam_type == "host-local") c.host_local = ipam::parse_config(c.raw, c.cni_version);
+
+    // Requested addresses, in host-local's order: CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips.
+    for (auto& ip : args.ips) c.requested_ips.push_back(ip);
+    if (auto* a = opt_object(c.raw, "args", ""))
+        if (auto* cniargs = opt_object(*a, "cni", "args"))
+            for (auto& ip : parse_ip_list(*cniargs, "ips", "args.cni")) c.requested_ips.push_back(ip);
+    if (auto* rc = opt_object(c.raw, "runtimeConfig", ""))
+        if (auto* ips = member_ci(*rc, "ips")) {
+            json tmp = {{"ips", *ips}};
+            for (auto& ip : parse_ip_list(tmp, "ips", "runtimeConfig")) c.requested_ips.push_back(ip);
+        }
+}
+
+void parse_macvlan(NetConf& c) {
+    c.master = opt_string(c.raw, "master", "");
+    auto mode = opt_string(c.raw, "mode", "");
+    c.link_in_container = opt_bool(c.raw, "linkInContainer", "").value_or(false);
+    if (c.attachment != Attachment::Macvlan) {
+        if (c.master) bad("master", "only valid with attachment macvlan");
+        return;
+    }
+    if (c.master)
+        if (auto why = cni::ifname_problem(*c.master); !why.empty()) bad("master", "'" + *c.master + "' " + why);
+    if (mode && !mode->empty()) {
+        if (*mode != "bridge" && *mode != "private" && *mode != "vepa" && *mode != "passthru")
+            bad("mode", "'" + *mode + "' is not one of bridge, private, vepa, passthru");
+        c.macvlan_mode = *mode;
+    }
+}
+
+void parse_gc(NetConf& c) {
+    // libcni sends both keys (cni#1101): the 1.1.0 text said cni.dev/attachments.
+    const json* list = member(c.raw, "cni.dev/valid-attachments");
+    std::string key = "cni.dev/valid-attachments";
+    if (!list) { list = member(c.raw, "cni.dev/attachments"); key = "cni.dev/attachments"; }
+    if (!list) return;
+    if (!list->is_array()) bad(key, "expected a list");
+    std::vector<ipam::Owner> owners;
+    for (size_t i = 0; i < list->size(); ++i) {
+        auto& o = (*list)[i];
+        std::string p = index(key, i);
+        if (!o.is_object()) bad(p, "expected an object with containerID and ifname");
+        auto cid = opt_string(o, "containerID", p);
+        auto ifn = opt_string(o, "ifname", p);
+        if (!cid || cid->empty()) bad(join(p, "containerID"), "missing");
+        if (!ifn || ifn->empty()) bad(join(p, "ifname"), "missing");
+        owners.push_back({*cid, *ifn});
+    }
+    c.valid_attachments = std::move(owners);
+}
+
+}  // namespace
+
+std::string peek_version(const std::string& text) {
+    auto j = json::parse(text, nullptr, false);
+    if (j.is_object() && j.contains("cniVersion") && j["cniVersion"].is_string()) return j["cniVersion"];
+    return {};
+}
+
+NetConf parse(const std::string& text, const ArgsView& args) {
+    NetConf c;
+    // Depth is bounded by nlohmann's recursive parser; guard against stack exhaustion
+    // from hostile, deeply nested input before handing it over.
+    int depth = 0, max_depth = 0;
+    bool in_str = false, esc = false;
+    for (char ch : text) {
+        if (in_str) { if (esc) esc = false; else if (ch == '\\') esc = true; else if (ch == '"') in_str = false; continue; }
+        if (ch == '"') in_str = true;
+        else if (ch == '{' || ch == '[') max_depth = std::max(max_depth, ++depth);
+        else if (ch == '}' || ch == ']') --depth;
+    }
+    if (max_depth > 64) throw cni::Error(cni::kDecodingFailure, "failed to decode config: nested deeper than 64 levels");
+    try {
+        c.raw = json::parse(text);
+    } catch (const json::exception& e) {
+        throw cni::Error(cni::kDecodingFailure, std::string("failed to decode config: ") + e.what());
+    }
+    if (!c.raw.is_object()) throw cni::Error(cni::kDecodingFailure, "failed to decode config: not a JSON object");
+
+    c.cni_version = opt_string(c.raw, "cniVersion", "").value_or("0.1.0");
+    cni::require_supported(c.cni_version);
+    c.name = opt_string(c.raw, "name", "").value_or("");
+    if (c.name.empty()) bad("name", "missing");
+    // The name becomes a directory under dataDir and stateDir.
+    if (!cni::valid_container_id(c.name))
+        bad("name", "'" + c.name + "' has invalid characters (allowed: [a-zA-Z0-9][a-zA-Z0-9_.-]*)");
+    if (c.name == "." || c.name == "..") bad("name", "may not be '.' or '..'");
+    c.type = opt_string(c.raw, "type", "").value_or("");
+    c.attachment = parse_attachment(c.raw);
+
+    if (auto mtu = opt_int(c.raw, "mtu", "", 68, 65535)) c.mtu = static_cast<int>(*mtu);
+    // MAC precedence: runtimeConfig.mac > CNI_ARGS MAC= > config mac.
+    if (auto m = opt_string(c.raw, "mac", "")) { check_mac(*m, "mac"); c.mac = *m; }
+    if (args.mac) { check_mac(*args.mac, "CNI_ARGS MAC"); c.mac = *args.mac; }
+    if (auto* rc = opt_object(c.raw, "runtimeConfig", "")) {
+        if (auto* m = member_ci(*rc, "mac")) {
+            if (!m->is_string()) bad("runtimeConfig.mac", "expected a string");
+            check_mac(m->get<std::string>(), "runtimeConfig.mac");
+            c.mac = m->get<std::string>();
+        }
+    }
+
+    c.bridge = opt_string(c.raw, "bridge", "");
+    if (c.bridge) {
+        if (auto why = cni::ifname_problem(*c.bridge); !why.empty()) bad("bridge", "'" + *c.bridge + "' " + why);
+        if (c.attachment != Attachment::Veth) bad("bridge", "only valid with attachment veth");
+    }
+    c.is_gateway = opt_bool(c.raw, "isGateway", "").value_or(false);
+    parse_macvlan(c);
+    if (c.is_gateway && !c.bridge) bad("isGateway", "needs \"bridge\"");
+
+    if (auto* dns = opt_object(c.raw, "dns", "")) {
+        c.dns.nameservers = opt_strings(*dns, "nameservers", "dns");
+        c.dns.domain = opt_string(*dns, "domain", "dns").value_or("");
+        c.dns.search = opt_strings(*dns, "search", "dns");
+        c.dns.options = opt_strings(*dns, "options", "dns");
+    }
+    parse_ipam(c, args);
+    if (auto* prev = member(c.raw, "prevResult")) c.prev_result = cni::result_from_json(*prev, "prevResult");
+    parse_gc(c);
+
+    if (c.attachment == Attachment::Veth && !c.bridge && c.ipam_type.empty())
+        bad("ipam", "a point-to-point veth needs ipam (or set \"bridge\" for an L2-only port)");
+    if (!cni::at_least(c.cni_version, "0.3.0") && c.ipam_type.empty())
+        bad("cniVersion", c.cni_version + " cannot express an L2-only result; set ipam or use 0.3.0 or newer");
+    return c;
+}
+
+}  // namespace conf

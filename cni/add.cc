@@ -1,0 +1,35 @@
+#include "cni/attachment.h"
+#include "cni/error.h"
+#include "cni/ipam.h"
+#include "cni/pod_netns.h"
+#include "cni/result.h"
+#include "cni/verbs.h"
+
+namespace cni {
+
+// ADD: check everything that needs no change first, then acquire step by step with an
+// undo registered right after each acquisition; the result is printed only when all
+// steps succeeded, and only then is the undo stack dismissed.
+Output cmd_add(const Env& env, const conf::NetConf& c) {
+    auto host = netns::Handle::current();
+    auto pod = open_pod_netns(env.netns, host);
+    auto attachment = make_attachment(c);
+    Context ctx{env, c, host, &pod};
+
+    require_ifname_free(pod, env.ifname);
+    attachment->preflight(ctx);
+
+    Rollback undo;
+    Result ipam = ipam_add(env, c);
+    undo.add("ipam", [&] { ipam_del(env, c); });
+
+    Result result;
+    attachment->add(ctx, ipam, result, undo);
+    if (!c.dns.empty()) result.dns = c.dns;
+
+    auto out = result_to_json(result, c.cni_version);
+    undo.dismiss();
+    return out;
+}
+
+}  // namespace cni

@@ -1,0 +1,23 @@
+#include <cerrno>
+
+#include "cni/attachment.h"
+#include "cni/error.h"
+#include "cni/ipam.h"
+#include "cni/pod_netns.h"
+#include "cni/verbs.h"
+
+namespace cni {
+
+// DEL is best-effort and idempotent (spec): addresses are released first, even when the
+// netns is gone or CNI_NETNS is empty, so nothing leaks when the link cannot be reached.
+Output cmd_del(const Env& env, const conf::NetConf& c) {
+    ipam_del(env, c);
+
+    auto host = netns::Handle::current();
+    std::optional<netns::Handle> pod = open_pod_netns_if_present(env.netns, host);
+    Context ctx{env, c, host, pod ? &*pod : nullptr};
+    make_attachment(c)->del(ctx);
+    return std::nullopt;
+}
+
+}  // namespace cni

@@ -1,0 +1,15 @@
+// The spec's delegation protocol: run another plugin from CNI_PATH with our own
+// environment (CNI_COMMAND overridden) and the whole config on stdin.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace cni {
+
+/// Finds `type` in `path`, runs it with `command` and `stdin_text`, returns its stdout.
+/// A type that is not a plain name or is not found is code 7, and nothing is run. A
+/// plugin that fails raises its own error code and message, prefixed with its name.
+std::string delegate(const std::vector<std::string>& path, const std::string& type, const std::string& command,
+                     const std::string& stdin_text);
+
+}  // namespace cni

@@ -1,0 +1,33 @@
+// The CNI_* environment, validated per verb as the spec and the reference skel do.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "cni/args.h"
+
+namespace cni {
+
+enum class Verb { Add, Del, Check, Gc, Status, Version };
+
+struct Env {
+    Verb verb = Verb::Version;
+    std::string command;              ///< as given: "ADD"...
+    std::string container_id;
+    std::string netns;
+    std::string ifname;
+    Args args;
+    std::vector<std::string> path;    ///< CNI_PATH split on ':', absolute entries only
+
+    /// Reads and validates the environment. A missing or invalid variable is code 4
+    /// and the message names it.
+    static Env from_environment();
+};
+
+/// Interface name rules of the kernel: 1..15 bytes, not "." or "..", no '/', ':' or
+/// whitespace. Returns the reason when invalid, empty when fine.
+std::string ifname_problem(const std::string& name);
+/// Container IDs: ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$ (the reference skel's rule).
+bool valid_container_id(const std::string& id);
+const char* verb_name(Verb v);
+
+}  // namespace cni

@@ -1,0 +1,23 @@
+#include "cni/attachment.h"
+#include "cni/error.h"
+#include "cni/ipam.h"
+#include "cni/verbs.h"
+
+namespace cni {
+
+// GC releases everything of this network that belongs to an attachment not in
+// cni.dev/valid-attachments. A missing list is an error, not "release all": an empty
+// list means that, and only an explicit empty list may say it.
+Output cmd_gc(const Env& env, const conf::NetConf& c) {
+    if (!c.valid_attachments)
+        throw Error(kInvalidConfig, "cni.dev/valid-attachments: required for GC");
+    std::string errors;
+    try { ipam_gc(env, c); } catch (const Error& e) { errors += e.what(); }
+    auto host = netns::Handle::current();
+    Context ctx{env, c, host, nullptr};
+    try { make_attachment(c)->gc(ctx); } catch (const Error& e) { errors += (errors.empty() ? "" : "; ") + std::string(e.what()); }
+    if (!errors.empty()) throw Error(kInternal, "GC incomplete: " + errors);
+    return std::nullopt;
+}
+
+}  // namespace cni

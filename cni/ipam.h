@@ -1,0 +1,18 @@
+// IPAM for every verb: the built-in host-local, or any other type run from CNI_PATH.
+#pragma once
+#include "cni/env.h"
+#include "cni/types.h"
+#include "conf/netconf.h"
+
+namespace cni {
+
+/// Allocates addresses (empty result when the config has no ipam).
+Result ipam_add(const Env& env, const conf::NetConf& c);
+/// Releases the attachment's addresses; succeeds when there is nothing to release.
+void ipam_del(const Env& env, const conf::NetConf& c);
+/// Verifies the attachment still holds the addresses of `prev`.
+void ipam_check(const Env& env, const conf::NetConf& c, const Result& prev);
+void ipam_gc(const Env& env, const conf::NetConf& c);
+void ipam_status(const Env& env, const conf::NetConf& c);
+
+}  // namespace cni

@@ -1,0 +1,18 @@
+// Opening CNI_NETNS safely.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "netns/netns.h"
+
+namespace cni {
+
+/// ADD/CHECK: the path must be a network namespace other than the plugin's own
+/// (code 8), so a reused or wrong path never makes us reconfigure the node.
+netns::Handle open_pod_netns(const std::string& path, const netns::Handle& host);
+/// DEL: nullopt when the path is empty, gone, or not a namespace any more.
+std::optional<netns::Handle> open_pod_netns_if_present(const std::string& path, const netns::Handle& host);
+/// Code 100 when `ifname` already exists in the pod netns (spec: ADD MUST fail).
+void require_ifname_free(const netns::Handle& pod, const std::string& ifname);
+
+}  // namespace cni

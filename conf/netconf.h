@@ -1,0 +1,61 @@
+// The network configuration topocni reads from stdin: plain structs, std::optional for
+// everything the user may leave out, so only what was set reaches the kernel.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cni/types.h"
+#include "ipam/host_local.h"
+
+namespace conf {
+
+enum class Attachment { Veth, Macvlan, Sriov };
+
+struct NetConf {
+    std::string cni_version;             ///< "" is read as "0.1.0" (spec)
+    std::string name;
+    std::string type;
+    Attachment attachment = Attachment::Veth;
+
+    // link settings
+    std::optional<int> mtu;
+    std::optional<std::string> mac;       ///< final MAC after precedence (runtimeConfig > CNI_ARGS > config)
+
+    // veth
+    std::optional<std::string> bridge;    ///< enslave the host end to this bridge
+    bool is_gateway = false;              ///< bridge: gateway addresses on the bridge
+
+    // macvlan
+    std::optional<std::string> master;    ///< default: the interface of the node's default route
+    std::string macvlan_mode = "bridge";  ///< bridge, private, vepa, passthru
+    bool link_in_container = false;       ///< look the master up inside the pod netns
+
+    // IPAM
+    std::string ipam_type;                ///< "" = L2 only
+    std::optional<ipam::Config> host_local;   ///< parsed when ipam_type == "host-local"
+    std::vector<ipam::IpAddr> requested_ips;  ///< CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips
+
+    cni::Dns dns;                         ///< top-level "dns"
+    std::optional<cni::Result> prev_result;
+    std::optional<std::vector<ipam::Owner>> valid_attachments;   ///< GC input
+
+    nlohmann::json raw;                   ///< the whole config, as given (for delegation)
+};
+
+/// What of CNI_ARGS the config parser needs (kept separate so conf/ does not depend on cni/env).
+struct ArgsView {
+    std::optional<std::string> mac;
+    std::vector<ipam::IpAddr> ips;
+};
+
+/// Parses stdin. Bad JSON is code 6; an invalid config is code 7 naming the key by its
+/// path. `cni_args` contributes MAC= and IP=.
+NetConf parse(const std::string& text, const ArgsView& args);
+
+/// The cniVersion field only, for error objects printed before full parsing succeeds.
+std::string peek_version(const std::string& text);
+
+}  // namespace conf

@@ -1,0 +1,150 @@
+"""Test harness: real network namespaces, the real topocni binary, CNI_* variables.
+
+Every namespace and link a test makes is named with a short prefix plus the pid and is
+removed in tearDown, which also runs when a test fails. The plugin itself runs inside a
+per-test "node" netns, so the machine's own netns is never touched.
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+BIN = os.environ.get("TOPOCNI_BIN", os.path.join(os.path.dirname(__file__), "../../build/topocni"))
+REF_DIR = "/usr/lib/cni"   # Debian's containernetworking-plugins
+PID = os.getpid()
+ALL_VERSIONS = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
+
+
+def sh(*args, check=True, ns=None, input=None):
+    """Runs a command (optionally inside a named netns); returns stdout text."""
+    cmd = list(args)
+    if ns:
+        cmd = ["nsenter", f"--net=/run/netns/{ns}"] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, input=input)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p.stdout
+
+
+class Outcome:
+    def __init__(self, proc):
+        self.rc = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        try:
+            self.json = json.loads(proc.stdout) if proc.stdout.strip() else None
+        except json.JSONDecodeError:
+            self.json = None
+
+    def __repr__(self):
+        return f"rc={self.rc} stdout={self.stdout!r} stderr={self.stderr!r}"
+
+
+class NetnsTestCase(unittest.TestCase):
+    """Gives each test a node netns, pod netns on demand, and temp dirs."""
+    counter = 0
+
+    def setUp(self):
+        NetnsTestCase.counter += 1
+        self.tag = f"{PID % 100000}{NetnsTestCase.counter}"
+        self.namespaces = []
+        self.tmp = tempfile.mkdtemp(prefix="topocni-test-")
+        self.data_dir = os.path.join(self.tmp, "ipam")
+        self.node = self.make_netns("tn")
+        sh("ip", "link", "set", "lo", "up", ns=self.node)
+
+    def tearDown(self):
+        for ns in reversed(self.namespaces):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def make_netns(self, prefix):
+        name = f"{prefix}{self.tag}-{len(self.namespaces)}"
+        sh("ip", "netns", "add", name)
+        self.namespaces.append(name)
+        return name
+
+    def make_pod(self):
+        ns = self.make_netns("tp")
+        return ns, f"/run/netns/{ns}"
+
+    def remove_netns(self, name):
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        if name in self.namespaces:
+            self.namespaces.remove(name)
+
+    # --- running plugins ---
+    def run_plugin(self, command, conf, container_id="c1", netns="", ifname="eth0", args=None,
+                   path=None, binary=None, extra_env=None, raw_stdin=None, env_override=None):
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+            "CNI_COMMAND": command,
+            "CNI_CONTAINERID": container_id,
+            "CNI_NETNS": netns,
+            "CNI_IFNAME": ifname,
+            "CNI_PATH": path if path is not None else REF_DIR,
+        }
+        if args is not None:
+            env["CNI_ARGS"] = args
+        if extra_env:
+            env.update(extra_env)
+        if env_override is not None:
+            env = env_override
+        stdin = raw_stdin if raw_stdin is not None else json.dumps(conf)
+        cmd = ["nsenter", f"--net=/run/netns/{self.node}", binary or BIN]
+        return Outcome(subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=120))
+
+    def conf(self, version="1.1.0", name=None, ipam=True, subnet="10.77.0.0/24", v6=None, **extra):
+        c = {"cniVersion": version, "name": name or f"net{self.tag}", "type": "topocni"}
+        if ipam:
+            ranges = [[{"subnet": subnet}]]
+            if v6:
+                ranges.append([{"subnet": v6}])
+            c["ipam"] = {"type": "host-local", "ranges": ranges, "dataDir": self.data_dir}
+        c.update(extra)
+        return c
+
+    # --- looking at the kernel ---
+    def links(self, ns):
+        return {l["ifname"]: l for l in json.loads(sh("ip", "-j", "-d", "link", "show", ns=ns))}
+
+    def addrs(self, ns, dev):
+        out = json.loads(sh("ip", "-j", "addr", "show", "dev", dev, ns=ns))
+        return [(a["local"], a["prefixlen"], a) for a in out[0]["addr_info"]] if out else []
+
+    def routes(self, ns, family="-4"):
+        return json.loads(sh("ip", "-j", family, "route", "show", "table", "all", ns=ns))
+
+    def ipam_files(self, network):
+        d = os.path.join(self.data_dir, network)
+        if not os.path.isdir(d):
+            return []
+        return sorted(f for f in os.listdir(d)
+                      if f != "lock" and not f.startswith("last_reserved_ip") and not f.startswith("."))
+
+    def ping(self, ns, addr, count=1):
+        flag = "-6" if ":" in addr else "-4"
+        p = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "ping", flag, "-c", str(count), "-W", "2", addr],
+                           capture_output=True, text=True)
+        return p.returncode == 0
+
+    def assertOk(self, out):
+        self.assertEqual(out.rc, 0, f"plugin failed: {out}")
+
+    def assertError(self, out, code, *words):
+        self.assertNotEqual(out.rc, 0, f"expected failure: {out}")
+        self.assertIsNotNone(out.json, f"error JSON expected on stdout: {out}")
+        self.assertEqual(out.json.get("code"), code, f"wrong code: {out}")
+        for w in words:
+            self.assertIn(w, out.json.get("msg", "") + " " + out.json.get("details", ""), f"message: {out}")
+
+
+def main():
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            raise SystemExit("integration tests must run as root in CI")
+        print("SKIP: integration tests need root")
+        raise SystemExit(0)
+    unittest.main(verbosity=2)
