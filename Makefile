@@ -4,7 +4,7 @@ PREFIX   ?= /opt/cni/bin
 JOBS     ?= $(shell nproc)
 
 # Debian packages we build and test with; installed only when missing.
-DEB_DEPS := cmake g++ make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev \
+DEB_DEPS := cmake g++ make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev libcurl4-openssl-dev openssl \
             iproute2 iputils-ping python3 containernetworking-plugins
 
 .PHONY: all deps build test demo install clean

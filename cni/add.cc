@@ -1,6 +1,8 @@
 #include "cni/attachment.h"
 #include "cni/error.h"
 #include "cni/ipam.h"
+#include "cni/meta.h"
+#include "cni/placement.h"
 #include "cni/pod_netns.h"
 #include "cni/result.h"
 #include "cni/verbs.h"
@@ -13,11 +15,16 @@ namespace cni {
 Output cmd_add(const Env& env, const conf::NetConf& c) {
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
-    auto attachment = make_attachment(c);
     Context ctx{env, c, host, &pod};
-
+    // Placement is checked before anything changes, so a refused pod leaves no trace.
+    if (c.delegate) {
+        check_placement(ctx);
+        return meta_run(env, c);
+    }
+    auto attachment = make_attachment(c);
     require_ifname_free(pod, env.ifname);
     attachment->preflight(ctx);
+    check_placement(ctx);
 
     Rollback undo;
     Result ipam = ipam_add(env, c);

@@ -1,6 +1,8 @@
 #include "cni/attachment.h"
 #include "cni/error.h"
 #include "cni/ipam.h"
+#include "cni/meta.h"
+#include "cni/placement.h"
 #include "cni/pod_netns.h"
 #include "cni/verbs.h"
 #include "cni/version.h"
@@ -14,6 +16,8 @@ Output cmd_check(const Env& env, const conf::NetConf& c) {
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
     Context ctx{env, c, host, &pod};
+    check_placement(ctx);   // a violation that appeared since ADD is reported
+    if (c.delegate) return meta_run(env, c);
     ipam_check(env, c, *c.prev_result);
     make_attachment(c)->check(ctx, *c.prev_result);
     return std::nullopt;

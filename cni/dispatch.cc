@@ -7,6 +7,7 @@
 
 #include "cni/attachment.h"
 #include "cni/error.h"
+#include "cni/log.h"
 #include "cni/result.h"
 #include "cni/verbs.h"
 #include "cni/version.h"
@@ -67,6 +68,7 @@ int plugin_main() {
     std::string version;   // for the error object; the config's when we got that far
     try {
         Env env = Env::from_environment();
+        log::set_context(env.command, env.container_id, env.ifname);
         if (env.verb == Verb::Version) {
             print(cmd_version(isatty(0) ? std::string() : read_stdin()));
             return 0;
@@ -75,18 +77,27 @@ int plugin_main() {
         version = conf::peek_version(text);
         conf::NetConf c = conf::parse(text, {env.args.mac, env.args.ips});
         version = c.cni_version;
+        log::configure(c.log_level, c.log_file.value_or(""));
+        log::debug("config: " + text);
         for (auto& v : kVerbs) {
             if (v.verb != env.verb) continue;
             if (!at_least(c.cni_version, v.min_version))
                 throw Error(kIncompatibleVersion, std::string("config version does not allow ") + verb_name(env.verb),
                             "cniVersion " + c.cni_version + " < " + v.min_version);
-            if (auto out = v.run(env, c)) print(*out);
+            if (auto out = v.run(env, c)) {
+                print(*out);
+                log::info("result: " + out->dump());
+            } else {
+                log::info("done");
+            }
             return 0;
         }
         throw Error(kInvalidEnv, "unknown CNI_COMMAND: '" + env.command + "'");
     } catch (const Error& e) {
+        log::error("code " + std::to_string(e.code) + ": " + e.what() + (e.details.empty() ? "" : " (" + e.details + ")"));
         print(error_to_json(e.code, e.what(), e.details, version));
     } catch (const std::exception& e) {
+        log::error(std::string("internal error: ") + e.what());
         print(error_to_json(kInternal, e.what(), "", version));
     }
     return 1;

@@ -20,11 +20,13 @@ enum Code : int {
     kNotAvailable = 50,
     kLimitedConnectivity = 51,
     // plugin specific (100+)
-    kLinkExists = 100,          ///< CNI_IFNAME already exists in the pod netns
+    kPlacement = 100,           ///< a placement constraint (nodeSelector, topology) is not met
     kIpamExhausted = 101,       ///< no free address left in a range set
     kAddressTaken = 102,        ///< a requested address is reserved by someone else
     kCheckFailed = 103,         ///< CHECK found a difference against prevResult
     kDelegateFailed = 104,      ///< an external IPAM plugin failed (its code is in details)
+    kLinkExists = 105,          ///< CNI_IFNAME already exists in the pod netns
+    kDeviceBusy = 106,          ///< the device (VF) is in use by another attachment
     kInternal = 999,
 };
 

@@ -1,6 +1,7 @@
 #include "cni/attachment.h"
 #include "cni/error.h"
 #include "cni/ipam.h"
+#include "cni/meta.h"
 #include "cni/verbs.h"
 
 namespace cni {
@@ -9,6 +10,7 @@ namespace cni {
 // cni.dev/valid-attachments. A missing list is an error, not "release all": an empty
 // list means that, and only an explicit empty list may say it.
 Output cmd_gc(const Env& env, const conf::NetConf& c) {
+    if (c.delegate) return meta_run(env, c);
     if (!c.valid_attachments)
         throw Error(kInvalidConfig, "cni.dev/valid-attachments: required for GC");
     std::string errors;

@@ -81,6 +81,25 @@ void parse_macvlan(NetConf& c) {
     }
 }
 
+void parse_common(NetConf& c) {
+    if (auto d = opt_string(c.raw, "stateDir", "")) {
+        if (d->empty() || (*d)[0] != '/') bad("stateDir", "'" + *d + "' must be an absolute path");
+        c.state_dir = *d;
+    }
+    if (auto d = opt_string(c.raw, "sysfsRoot", "")) {
+        if (d->empty() || (*d)[0] != '/') bad("sysfsRoot", "'" + *d + "' must be an absolute path");
+        c.sysfs_root = *d;
+    }
+    c.log_file = opt_string(c.raw, "logFile", "");
+    if (c.log_file && (c.log_file->empty() || (*c.log_file)[0] != '/'))
+        bad("logFile", "'" + *c.log_file + "' must be an absolute path");
+    if (auto l = opt_string(c.raw, "logLevel", "")) {
+        if (*l != "error" && *l != "warning" && *l != "info" && *l != "debug")
+            bad("logLevel", "'" + *l + "' is not one of error, warning, info, debug");
+        c.log_level = *l;
+    }
+}
+
 void parse_gc(NetConf& c) {
     // libcni sends both keys (cni#1101): the 1.1.0 text said cni.dev/attachments.
     const json* list = member(c.raw, "cni.dev/valid-attachments");
@@ -168,10 +187,14 @@ NetConf parse(const std::string& text, const ArgsView& args) {
         c.dns.search = opt_strings(*dns, "search", "dns");
         c.dns.options = opt_strings(*dns, "options", "dns");
     }
+    parse_common(c);
     parse_ipam(c, args);
+    parse_sriov(c);
+    parse_placement(c);
     if (auto* prev = member(c.raw, "prevResult")) c.prev_result = cni::result_from_json(*prev, "prevResult");
     parse_gc(c);
 
+    if (c.delegate) return c;   // the wrapped plugin validates its own keys
     if (c.attachment == Attachment::Veth && !c.bridge && c.ipam_type.empty())
         bad("ipam", "a point-to-point veth needs ipam (or set \"bridge\" for an L2-only port)");
     if (!cni::at_least(c.cni_version, "0.3.0") && c.ipam_type.empty())

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cni/types.h"
+#include "conf/placement.h"
+#include "conf/sriov.h"
 #include "ipam/host_local.h"
 
 namespace conf {
@@ -37,6 +39,18 @@ struct NetConf {
     std::string ipam_type;                ///< "" = L2 only
     std::optional<ipam::Config> host_local;   ///< parsed when ipam_type == "host-local"
     std::vector<ipam::IpAddr> requested_ips;  ///< CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips
+
+    // SR-IOV (conf/sriov.cc) and placement (conf/placement.cc) parse their own keys.
+    std::optional<SriovConf> sriov;       ///< set when attachment == sriov
+    std::optional<Placement> placement;   ///< set when nodeSelector or topology is given
+    std::optional<nlohmann::json> delegate;   ///< meta-plugin mode: the wrapped plugin's config
+
+    std::string state_dir = "/var/lib/cni/topocni";   ///< stateDir: state records, caches
+    std::string sysfs_root = "/sys";      ///< sysfsRoot: every sysfs read goes through it
+
+    // logging
+    std::optional<std::string> log_file;  ///< logFile
+    std::string log_level = "error";      ///< logLevel: error, warning, info, debug
 
     cni::Dns dns;                         ///< top-level "dns"
     std::optional<cni::Result> prev_result;

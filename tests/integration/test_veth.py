@@ -115,7 +115,7 @@ class VethPointToPoint(NetnsTestCase):
         sh("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "p0", ns=pod)
         conf = self.conf()
         out = self.run_plugin("ADD", conf, netns=path)
-        self.assertError(out, 100, "eth0", "already exists")
+        self.assertError(out, 105, "eth0", "already exists")
         self.assertEqual(set(self.links(self.node)), {"lo"})
         self.assertEqual(self.ipam_files(conf["name"]), [])
 
