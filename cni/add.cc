@@ -3,6 +3,7 @@
 #include "cni/ipam.h"
 #include "cni/meta.h"
 #include "cni/placement.h"
+#include "cni/records.h"
 #include "cni/pod_netns.h"
 #include "cni/result.h"
 #include "cni/verbs.h"
@@ -35,6 +36,7 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     if (!c.dns.empty()) result.dns = c.dns;
 
     auto out = result_to_json(result, c.cni_version);
+    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, out});
     undo.dismiss();
     return out;
 }

@@ -5,6 +5,7 @@
 #include "cni/ipam.h"
 #include "cni/meta.h"
 #include "cni/pod_netns.h"
+#include "cni/records.h"
 #include "cni/verbs.h"
 
 namespace cni {
@@ -19,6 +20,7 @@ Output cmd_del(const Env& env, const conf::NetConf& c) {
     std::optional<netns::Handle> pod = open_pod_netns_if_present(env.netns, host);
     Context ctx{env, c, host, pod ? &*pod : nullptr};
     make_attachment(c)->del(ctx);
+    remove_record(c.state_dir, c.name, env.container_id, env.ifname);
     return std::nullopt;
 }
 

@@ -2,6 +2,7 @@
 #include "cni/error.h"
 #include "cni/ipam.h"
 #include "cni/meta.h"
+#include "cni/records.h"
 #include "cni/verbs.h"
 
 namespace cni {
@@ -18,6 +19,11 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
     auto host = netns::Handle::current();
     Context ctx{env, c, host, nullptr};
     try { make_attachment(c)->gc(ctx); } catch (const Error& e) { errors += (errors.empty() ? "" : "; ") + std::string(e.what()); }
+    for (auto& r : list_records(c.state_dir, c.name)) {
+        bool valid = false;
+        for (auto& v : *c.valid_attachments) valid = valid || (v.container_id == r.container_id && v.ifname == r.ifname);
+        if (!valid) remove_record(c.state_dir, c.name, r.container_id, r.ifname);
+    }
     if (!errors.empty()) throw Error(kInternal, "GC incomplete: " + errors);
     return std::nullopt;
 }

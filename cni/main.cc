@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cni/cli.h"
 #include "cni/verbs.h"
 #include "cni/version.h"
 
@@ -19,12 +20,5 @@ int main(int argc, char** argv) {
         }
         return cni::plugin_main();
     }
-    if (std::strcmp(argv[1], "version") == 0) {
-        std::printf("topocni %s\nCNI versions:", TOPOCNI_VERSION);
-        for (auto& v : cni::supported_versions()) std::printf(" %s", v.c_str());
-        std::printf("\n");
-        return 0;
-    }
-    std::fprintf(stderr, "topocni: unknown command '%s'\n", argv[1]);
-    return 2;
+    return cni::cli::main(argc, argv);
 }

@@ -51,6 +51,7 @@ def cni(command, conf):
 try:
     conf = json.load(open(os.path.join(here, "veth-ptp.conf")))
     conf["ipam"]["dataDir"] = os.path.join(tmp, "networks")
+    conf["stateDir"] = os.path.join(tmp, "state")
     step("create a node netns and a pod netns")
     sh("ip", "netns", "add", node)
     sh("ip", "netns", "add", pod)

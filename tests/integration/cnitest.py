@@ -52,6 +52,7 @@ class NetnsTestCase(unittest.TestCase):
         self.namespaces = []
         self.tmp = tempfile.mkdtemp(prefix="topocni-test-")
         self.data_dir = os.path.join(self.tmp, "ipam")
+        self.state_dir = os.path.join(self.tmp, "state")
         self.node = self.make_netns("tn")
         sh("ip", "link", "set", "lo", "up", ns=self.node)
 
@@ -97,7 +98,7 @@ class NetnsTestCase(unittest.TestCase):
         return Outcome(subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=120))
 
     def conf(self, version="1.1.0", name=None, ipam=True, subnet="10.77.0.0/24", v6=None, **extra):
-        c = {"cniVersion": version, "name": name or f"net{self.tag}", "type": "topocni"}
+        c = {"cniVersion": version, "name": name or f"net{self.tag}", "type": "topocni", "stateDir": self.state_dir}
         if ipam:
             ranges = [[{"subnet": subnet}]]
             if v6:

@@ -1,0 +1,51 @@
+#include "cni/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "cni/error.h"
+#include "cni/version.h"
+
+namespace cni::cli {
+
+void add_version(CLI::App& app, int& status) {
+    auto* cmd = app.add_subcommand("version", "Print the plugin version and the CNI versions it speaks");
+    cmd->callback([&status] {
+        std::printf("topocni %s\nCNI versions:", TOPOCNI_VERSION);
+        for (auto& v : supported_versions()) std::printf(" %s", v.c_str());
+        std::printf("\n");
+        status = 0;
+    });
+}
+
+int main(int argc, char** argv) {
+    CLI::App app{"topocni: CNI plugin for secondary networks (veth, macvlan, SR-IOV) with placement checks.\n"
+                 "Run by a container runtime with CNI_* variables, or by hand with a subcommand."};
+    app.require_subcommand(1);
+    app.footer("Examples:\n"
+               "  topocni exec add --config /etc/cni/net.d/10-sriov.conf --netns /run/netns/test\n"
+               "  topocni explain --config nad.json --pod-uid 0b5f...\n"
+               "  topocni ipam list --network sriov-net\n"
+               "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni");
+    int status = 0;
+    add_version(app, status);
+    add_exec(app, status);
+    add_ipam(app, status);
+    add_node_report(app, status);
+    add_explain(app, status);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "topocni: %s%s%s\n", e.what(), e.details.empty() ? "" : ": ", e.details.c_str());
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "topocni: %s\n", e.what());
+        return 1;
+    }
+    return status;
+}
+
+}  // namespace cni::cli

@@ -1,0 +1,115 @@
+#include "cni/records.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "cni/log.h"
+
+namespace cni {
+
+namespace {
+
+std::string file_for(const std::string& state_dir, const std::string& network, const std::string& cid,
+                     const std::string& ifname) {
+    return records_dir(state_dir, network) + "/" + cid + "_" + ifname + ".json";
+}
+
+bool mkdirs(const std::string& path) {
+    std::string cur;
+    std::stringstream ss(path);
+    std::string part;
+    while (std::getline(ss, part, '/')) {
+        if (part.empty()) continue;
+        cur += "/" + part;
+        if (::mkdir(cur.c_str(), 0700) < 0 && errno != EEXIST) return false;
+    }
+    return true;
+}
+
+std::optional<Record> parse(const std::string& text) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object()) return std::nullopt;
+    Record r;
+    r.network = j.value("network", "");
+    r.container_id = j.value("containerID", "");
+    r.ifname = j.value("ifname", "");
+    r.netns = j.value("netns", "");
+    if (j.contains("result")) r.result = j["result"];
+    if (r.container_id.empty() || r.ifname.empty()) return std::nullopt;
+    return r;
+}
+
+}  // namespace
+
+std::string records_dir(const std::string& state_dir, const std::string& network) {
+    return state_dir + "/attachments/" + network;
+}
+
+void write_record(const std::string& state_dir, const Record& r) {
+    std::string dir = records_dir(state_dir, r.network);
+    if (!mkdirs(dir)) {
+        log::warn("cannot create '" + dir + "': " + strerror(errno));
+        return;
+    }
+    nlohmann::json j = {{"network", r.network}, {"containerID", r.container_id}, {"ifname", r.ifname},
+                        {"netns", r.netns}, {"result", r.result}};
+    std::string final_path = file_for(state_dir, r.network, r.container_id, r.ifname);
+    std::string tmp = dir + "/.tmp-" + std::to_string(getpid()) + "-" + r.container_id;
+    std::string text = j.dump();
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) { log::warn("cannot write '" + tmp + "': " + strerror(errno)); return; }
+    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (!ok || ::rename(tmp.c_str(), final_path.c_str()) < 0) {
+        log::warn("cannot write '" + final_path + "': " + strerror(errno));
+        ::unlink(tmp.c_str());
+    }
+}
+
+void remove_record(const std::string& state_dir, const std::string& network, const std::string& container_id,
+                   const std::string& ifname) {
+    ::unlink(file_for(state_dir, network, container_id, ifname).c_str());
+}
+
+std::optional<Record> read_record(const std::string& state_dir, const std::string& network,
+                                  const std::string& container_id, const std::string& ifname) {
+    std::ifstream in(file_for(state_dir, network, container_id, ifname));
+    if (!in) return std::nullopt;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse(ss.str());
+}
+
+std::vector<Record> list_records(const std::string& state_dir, const std::string& network) {
+    std::vector<Record> out;
+    std::string dir = records_dir(state_dir, network);
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return out;
+    while (auto* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n.empty() || n[0] == '.' || n.size() < 6 || n.substr(n.size() - 5) != ".json") continue;
+        std::ifstream in(dir + "/" + n);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        if (auto r = parse(ss.str())) out.push_back(*r);
+    }
+    ::closedir(d);
+    return out;
+}
+
+bool netns_exists(const std::string& path) {
+    if (path.empty()) return false;
+    struct statfs fs;
+    if (::statfs(path.c_str(), &fs) < 0) return false;
+    return fs.f_type == 0x6e736673 /* NSFS_MAGIC */ || fs.f_type == 0x9fa0 /* PROC_SUPER_MAGIC */;
+}
+
+}  // namespace cni
