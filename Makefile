@@ -5,7 +5,8 @@ JOBS     ?= $(shell nproc)
 
 # Debian packages we build and test with; installed only when missing.
 DEB_DEPS := cmake g++ make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev libcurl4-openssl-dev openssl \
-            iproute2 iputils-ping python3 containernetworking-plugins
+            iproute2 iputils-ping python3 containernetworking-plugins \
+            podman runc containerd busybox-static
 
 .PHONY: all deps build test demo install clean
 
