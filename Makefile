@@ -1,14 +1,19 @@
 # Front door: `make test` and `make demo` work on a fresh Debian 12 machine as root.
-BUILD    ?= build
-PREFIX   ?= /opt/cni/bin
-JOBS     ?= $(shell nproc)
+#   make test           build (test build: failpoints compiled in) and run every test
+#   make demo           attach a pod end to end in throwaway namespaces
+#   make install        install the release binary to $(PREFIX)/topocni
+#   make deb            build a Debian package installing /opt/cni/bin/topocni
+BUILD         ?= build
+RELEASE_BUILD ?= build-release
+PREFIX        ?= /opt/cni/bin
+JOBS          ?= $(shell nproc)
 
 # Debian packages we build and test with; installed only when missing.
-DEB_DEPS := cmake g++ make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev libcurl4-openssl-dev openssl \
-            iproute2 iputils-ping python3 containernetworking-plugins \
+DEB_DEPS := cmake g++ make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev libcurl4-openssl-dev \
+            openssl iproute2 iputils-ping python3 containernetworking-plugins \
             podman runc containerd busybox-static
 
-.PHONY: all deps build test demo install clean
+.PHONY: all deps build release test demo install deb clean
 
 all: build
 
@@ -22,20 +27,26 @@ deps:
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-$(BUILD)/build.ninja $(BUILD)/Makefile:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
-
-build: deps $(BUILD)/Makefile
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOPOCNI_FAILPOINTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: build
-	cd $(BUILD) && ctest --output-on-failure
+release: deps
+	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release -DTOPOCNI_FAILPOINTS=OFF
+	cmake --build $(RELEASE_BUILD) -j $(JOBS) --target topocni
 
-demo: build
-	/usr/bin/python3 examples/demo.py $(BUILD)/topocni
+test: build release
+	cd $(BUILD) && TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure
 
-install: build
-	install -D -m 0755 $(BUILD)/topocni $(DESTDIR)$(PREFIX)/topocni
+demo: release
+	/usr/bin/python3 examples/demo.py $(RELEASE_BUILD)/topocni
+
+install: release
+	install -D -m 0755 $(RELEASE_BUILD)/topocni $(DESTDIR)$(PREFIX)/topocni
+
+deb: release
+	cd $(RELEASE_BUILD) && cpack -G DEB
+	@ls $(RELEASE_BUILD)/*.deb
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(RELEASE_BUILD)

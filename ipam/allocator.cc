@@ -1,0 +1,107 @@
+#include "ipam/allocator.h"
+
+#include <algorithm>
+
+#include "cni/error.h"
+#include "ipam/range.h"
+
+namespace ipam {
+
+namespace {
+
+cni::IpConfig ip_config(const RangeSet& set, const IpAddr& ip) {
+    const Range* r = range_for(set, ip);
+    return {IpNet{ip, r->subnet.prefix}, r->gateway, std::nullopt};
+}
+
+std::optional<IpAddr> held_in(const RangeSet& set, const std::vector<IpAddr>& held) {
+    for (auto& ip : held)
+        if (range_for(set, ip)) return ip;
+    return std::nullopt;
+}
+
+std::string join(const std::vector<IpAddr>& ips) {
+    std::string out;
+    for (auto& ip : ips) out += (out.empty() ? "" : ", ") + ip.str();
+    return out;
+}
+
+}  // namespace
+
+std::vector<cni::IpConfig> Allocator::allocate(const Owner& owner, const std::vector<IpAddr>& requested) {
+    auto wanted = assign_requested(requested);
+    auto held = store_.indexed(owner);
+    cni::Rollback undo;   // releases the addresses this call reserved, unless dismissed
+    std::vector<cni::IpConfig> out;
+    for (size_t i = 0; i < sets_.size(); ++i) {
+        IpAddr ip;
+        if (wanted[i]) ip = claim_requested(i, *wanted[i], owner, undo);
+        else if (auto h = held_in(sets_[i], held)) ip = *h;
+        else ip = claim_next(i, owner, undo);
+        out.push_back(ip_config(sets_[i], ip));
+    }
+    undo.dismiss();
+    return out;
+}
+
+std::optional<size_t> Allocator::set_of(const IpAddr& ip) const {
+    for (size_t i = 0; i < sets_.size(); ++i)
+        if (range_for(sets_[i], ip)) return i;
+    return std::nullopt;
+}
+
+std::string Allocator::all_sets() const {
+    std::string out;
+    for (auto& s : sets_) out += (out.empty() ? "" : "; ") + to_string(s);
+    return out;
+}
+
+// Maps requested addresses to their sets before anything is reserved, so a bad
+// request fails without touching the store. At most one address per set.
+std::vector<std::optional<IpAddr>> Allocator::assign_requested(const std::vector<IpAddr>& requested) const {
+    std::vector<std::optional<IpAddr>> per_set(sets_.size());
+    std::vector<IpAddr> extra;
+    for (auto& ip : requested) {
+        auto s = set_of(ip);
+        if (!s) cni::fail_config("requested IP " + ip.str() + " is not in any range set (" + all_sets() + ")");
+        if (ip == range_for(sets_[*s], ip)->gateway)
+            cni::fail_config("requested IP " + ip.str() + " is the gateway of range set " + std::to_string(*s));
+        if (!per_set[*s]) per_set[*s] = ip;
+        else if (*per_set[*s] != ip && std::find(extra.begin(), extra.end(), ip) == extra.end()) extra.push_back(ip);
+    }
+    if (!extra.empty())
+        cni::fail_config("failed to allocate all requested IPs: " + join(extra) + " (at most one address per range set)");
+    return per_set;
+}
+
+// Already ours is fine: a retried ADD with the same request must succeed.
+IpAddr Allocator::claim_requested(size_t set, const IpAddr& ip, const Owner& owner, cni::Rollback& undo) {
+    auto h = store_.holder(ip);
+    if (h && held_by(*h, owner)) return ip;
+    auto taken = [&](const std::string& by) {
+        return cni::Error(cni::kAddressTaken, "requested IP address " + ip.str() + " is not available in range set " +
+                                                  to_string(sets_[set]) + ": reserved by " + by);
+    };
+    if (h) throw taken(h->container_id.empty() ? "an empty reservation file (a crash leftover; GC releases it)"
+                                               : "container '" + h->container_id + "' interface '" + h->ifname + "'");
+    if (!store_.reserve(ip, owner)) throw taken("another process");
+    claimed(set, ip, owner, undo);
+    return ip;
+}
+
+IpAddr Allocator::claim_next(size_t set, const Owner& owner, cni::Rollback& undo) {
+    RangeIter it(sets_[set], store_.cursor(set));
+    while (auto ip = it.next()) {
+        if (store_.taken(*ip) || !store_.reserve(*ip, owner)) continue;
+        claimed(set, *ip, owner, undo);
+        return *ip;
+    }
+    throw cni::Error(cni::kIpamExhausted, "no IP addresses available in range set: " + to_string(sets_[set]));
+}
+
+void Allocator::claimed(size_t set, const IpAddr& ip, const Owner& owner, cni::Rollback& undo) {
+    undo.add("release " + ip.str(), [this, ip, owner] { store_.remove({ip, owner.container_id, owner.ifname}); });
+    store_.set_cursor(set, ip);
+}
+
+}  // namespace ipam

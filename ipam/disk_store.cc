@@ -1,0 +1,240 @@
+#include "ipam/disk_store.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "ipam/fs.h"
+
+namespace ipam {
+
+namespace {
+
+constexpr const char* kCursorPrefix = "last_reserved_ip.";
+constexpr const char* kProbe = ".topocni-probe";
+
+// Creates the store directory before the lock inside it can be opened.
+const std::string& prepared(const std::string& dir) {
+    fs::mkdir_p(dir, 0755);
+    return dir;
+}
+
+// The address a directory entry reserves: only names that are exactly an address as
+// the reference prints it. This skips "lock", "last_reserved_ip.*", dot-files and
+// directories (which list_files already leaves out).
+std::optional<IpAddr> reserved_ip(const std::string& name) {
+    auto ip = IpAddr::parse(name);
+    if (!ip || ip->str() != name) return std::nullopt;
+    return ip;
+}
+
+}  // namespace
+
+DiskStore::DiskStore(std::string dir, std::chrono::milliseconds lock_timeout)
+    : dir_(std::move(dir)), lock_(prepared(dir_) + "/lock", lock_timeout) {
+    dir_fd_ = fs::open_dir(AT_FDCWD, dir_, dir_);
+    UniqueFd own = fs::make_dir(dir_fd_.get(), ".topocni", path(".topocni"), 0755);
+    owners_fd_ = fs::make_dir(own.get(), "owners", owners_path(""), 0755);
+    tmp_fd_ = fs::make_dir(own.get(), "tmp", tmp_path(""), 0755);
+    clear_temps();
+}
+
+// Every temp file is created and consumed while the lock is held, so whatever is
+// there now was left by a process that died mid-write.
+void DiskStore::clear_temps() {
+    for (auto& name : fs::list_files(tmp_fd_.get(), tmp_path("")))
+        fs::remove_at(tmp_fd_.get(), name, tmp_path(name));
+}
+
+std::string DiskStore::write_temp(std::string_view content) {
+    std::string name = ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(seq_++);
+    fs::create_synced(tmp_fd_.get(), name, content, tmp_path(name));
+    return name;
+}
+
+bool DiskStore::taken(const IpAddr& ip) { return fs::exists_at(dir_fd_.get(), ip.str(), path(ip.str())); }
+
+std::optional<Reservation> DiskStore::holder(const IpAddr& ip) {
+    auto content = fs::read_at(dir_fd_.get(), ip.str(), path(ip.str()));
+    if (!content) return std::nullopt;
+    return parse_reservation(ip, *content);
+}
+
+// The reference writes in place (O_EXCL create, then write), so a crash can leave an
+// empty file that blocks the address for good. We write and fsync a temp file first
+// and link() it to the address's name: the name appears with its full content or not
+// at all, and link() fails with EEXIST exactly when the address is taken. The owner
+// index is updated before, so it always lists at least what the owner holds.
+bool DiskStore::reserve(const IpAddr& ip, const Owner& owner) {
+    index_add(owner, ip);
+    std::string tmp = write_temp(reservation_content(owner));
+    const std::string name = ip.str();
+    bool linked = ::linkat(tmp_fd_.get(), tmp.c_str(), dir_fd_.get(), name.c_str(), 0) == 0;
+    int err = errno;
+    fs::remove_at(tmp_fd_.get(), tmp, tmp_path(tmp));
+    if (!linked && err != EEXIST) fs::fail_io("create reservation", path(name), err);
+    if (linked) fs::sync(dir_fd_.get(), dir_);
+    return linked;
+}
+
+void DiskStore::remove(const Reservation& r) {
+    auto now = holder(r.ip);
+    if (!now || now->container_id != r.container_id || now->ifname != r.ifname) return;
+    fs::remove_at(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
+    fs::sync(dir_fd_.get(), dir_);
+    if (!r.ifname.empty()) index_drop({r.container_id, r.ifname}, r.ip);
+}
+
+std::vector<IpAddr> DiskStore::indexed(const Owner& owner) {
+    std::vector<IpAddr> out;
+    if (auto idx = load_index(owner))
+        for (auto& r : verified(*idx)) out.push_back(r.ip);
+    return out;
+}
+
+// The index when it still points at something; otherwise a full scan, which also
+// finds what the reference plugin reserved (it writes no index) and legacy files.
+std::vector<Reservation> DiskStore::find(const Owner& owner) {
+    if (auto idx = load_index(owner)) {
+        auto held = verified(*idx);
+        if (!held.empty()) return held;
+    }
+    return scan(owner);
+}
+
+std::vector<Reservation> DiskStore::release(const Owner& owner) {
+    auto held = find(owner);
+    for (auto& r : held) fs::remove_at(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
+    if (!held.empty()) fs::sync(dir_fd_.get(), dir_);
+    const std::string name = index_file_name(owner);
+    if (fs::exists_at(owners_fd_.get(), name, owners_path(name))) {
+        fs::remove_at(owners_fd_.get(), name, owners_path(name));
+        fs::sync(owners_fd_.get(), owners_path(""));
+    }
+    return held;
+}
+
+std::vector<Reservation> DiskStore::all() {
+    std::vector<Reservation> out;
+    for (auto& name : fs::list_files(dir_fd_.get(), dir_)) {
+        auto ip = reserved_ip(name);
+        if (!ip) continue;
+        if (auto content = fs::read_at(dir_fd_.get(), name, path(name))) out.push_back(parse_reservation(*ip, *content));
+    }
+    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.ip < b.ip; });
+    return out;
+}
+
+std::vector<IpAddr> DiskStore::addresses() {
+    std::vector<IpAddr> out;
+    for (auto& name : fs::list_files(dir_fd_.get(), dir_))
+        if (auto ip = reserved_ip(name)) out.push_back(*ip);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// A missing or unreadable cursor only costs round-robin order once, as in the reference.
+std::optional<IpAddr> DiskStore::cursor(size_t set) {
+    const std::string name = kCursorPrefix + std::to_string(set);
+    auto content = fs::read_at(dir_fd_.get(), name, path(name), 64);
+    if (!content) return std::nullopt;
+    auto end = content->find_last_not_of(" \t\r\n");
+    return IpAddr::parse(std::string_view(*content).substr(0, end == std::string::npos ? 0 : end + 1));
+}
+
+// temp + rename, so a reader (or a crash) sees the old cursor or the new one, never
+// a torn one. The directory is not synced: losing a cursor update is harmless.
+void DiskStore::set_cursor(size_t set, const IpAddr& ip) {
+    const std::string name = kCursorPrefix + std::to_string(set);
+    std::string tmp = write_temp(ip.str());
+    if (::renameat(tmp_fd_.get(), tmp.c_str(), dir_fd_.get(), name.c_str()) != 0) {
+        int err = errno;
+        fs::remove_at(tmp_fd_.get(), tmp, tmp_path(tmp));
+        fs::fail_io("replace", path(name), err);
+    }
+}
+
+void DiskStore::tidy_index() {
+    for (auto& name : fs::list_files(owners_fd_.get(), owners_path(""))) {
+        auto content = fs::read_at(owners_fd_.get(), name, owners_path(name));
+        auto idx = content ? parse_index(*content) : std::nullopt;
+        if (!idx || index_file_name(idx->owner) != name) {
+            fs::remove_at(owners_fd_.get(), name, owners_path(name));
+            continue;
+        }
+        auto held = verified(*idx);
+        if (held.size() == idx->ips.size()) continue;
+        idx->ips.clear();
+        for (auto& r : held) idx->ips.push_back(r.ip);
+        save_index(*idx);
+    }
+}
+
+// Writes a reservation-sized file into the store directory and removes it again.
+void DiskStore::check_writable() {
+    std::string tmp = write_temp("probe");
+    fs::remove_at(dir_fd_.get(), kProbe, path(kProbe));
+    bool linked = ::linkat(tmp_fd_.get(), tmp.c_str(), dir_fd_.get(), kProbe, 0) == 0;
+    int err = errno;
+    fs::remove_at(tmp_fd_.get(), tmp, tmp_path(tmp));
+    if (!linked) fs::fail_io("create", path(kProbe), err);
+    fs::remove_at(dir_fd_.get(), kProbe, path(kProbe));
+}
+
+std::optional<OwnerIndex> DiskStore::load_index(const Owner& owner) {
+    const std::string name = index_file_name(owner);
+    auto content = fs::read_at(owners_fd_.get(), name, owners_path(name));
+    auto idx = content ? parse_index(*content) : std::nullopt;
+    if (!idx || idx->owner != owner) return std::nullopt;
+    return idx;
+}
+
+// temp + rename + directory fsync: the index is replaced whole or not at all.
+void DiskStore::save_index(const OwnerIndex& idx) {
+    const std::string name = index_file_name(idx.owner);
+    if (idx.ips.empty()) {
+        fs::remove_at(owners_fd_.get(), name, owners_path(name));
+    } else {
+        std::string tmp = write_temp(format_index(idx));
+        if (::renameat(tmp_fd_.get(), tmp.c_str(), owners_fd_.get(), name.c_str()) != 0) {
+            int err = errno;
+            fs::remove_at(tmp_fd_.get(), tmp, tmp_path(tmp));
+            fs::fail_io("replace", owners_path(name), err);
+        }
+    }
+    fs::sync(owners_fd_.get(), owners_path(""));
+}
+
+void DiskStore::index_add(const Owner& owner, const IpAddr& ip) {
+    OwnerIndex idx = load_index(owner).value_or(OwnerIndex{owner, {}});
+    if (std::find(idx.ips.begin(), idx.ips.end(), ip) != idx.ips.end()) return;
+    idx.ips.push_back(ip);
+    save_index(idx);
+}
+
+void DiskStore::index_drop(const Owner& owner, const IpAddr& ip) {
+    auto idx = load_index(owner);
+    if (!idx) return;
+    auto it = std::find(idx->ips.begin(), idx->ips.end(), ip);
+    if (it == idx->ips.end()) return;
+    idx->ips.erase(it);
+    save_index(*idx);
+}
+
+// The index entries whose reservation file still holds exactly this owner.
+std::vector<Reservation> DiskStore::verified(const OwnerIndex& idx) {
+    std::vector<Reservation> out;
+    for (auto& ip : idx.ips)
+        if (auto r = holder(ip); r && held_by(*r, idx.owner)) out.push_back(*r);
+    return out;
+}
+
+std::vector<Reservation> DiskStore::scan(const Owner& owner) {
+    std::vector<Reservation> out;
+    for (auto& r : all())
+        if (held_by(r, owner) || legacy_of(r, owner)) out.push_back(r);
+    return out;
+}
+
+}  // namespace ipam

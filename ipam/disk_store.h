@@ -1,0 +1,59 @@
+// The on-disk store, byte-compatible with the reference host-local plugin:
+//   <dir>/<ip>                   reservation: "<containerID>\r\n<ifname>", mode 0600
+//   <dir>/last_reserved_ip.<set> round-robin cursor: the address as text
+//   <dir>/lock                   flocked for the whole of every operation
+// plus our own, which the reference ignores (it only ever matches file contents):
+//   <dir>/.topocni/owners/<name> owner index (see owner_index.h)
+//   <dir>/.topocni/tmp/          temp files; anything here when we get the lock is a
+//                                crash leftover and is removed
+#pragma once
+#include <chrono>
+#include <string>
+
+#include "ipam/lock.h"
+#include "ipam/owner_index.h"
+#include "ipam/store.h"
+#include "ipam/unique_fd.h"
+
+namespace ipam {
+
+class DiskStore final : public Store {
+public:
+    /// Creates `dir` (0755) when missing, takes its lock within `lock_timeout` (else
+    /// code 11) and removes temp files a crashed run left behind.
+    DiskStore(std::string dir, std::chrono::milliseconds lock_timeout);
+
+    bool taken(const IpAddr& ip) override;
+    std::optional<Reservation> holder(const IpAddr& ip) override;
+    bool reserve(const IpAddr& ip, const Owner& owner) override;
+    void remove(const Reservation& r) override;
+    std::vector<IpAddr> indexed(const Owner& owner) override;
+    std::vector<Reservation> find(const Owner& owner) override;
+    std::vector<Reservation> release(const Owner& owner) override;
+    std::vector<Reservation> all() override;
+    std::vector<IpAddr> addresses() override;
+    std::optional<IpAddr> cursor(size_t set) override;
+    void set_cursor(size_t set, const IpAddr& ip) override;
+    void tidy_index() override;
+    void check_writable() override;
+
+private:
+    std::string path(const std::string& name) const { return dir_ + "/" + name; }
+    std::string owners_path(const std::string& name) const { return dir_ + "/.topocni/owners/" + name; }
+    std::string tmp_path(const std::string& name) const { return dir_ + "/.topocni/tmp/" + name; }
+    std::string write_temp(std::string_view content);
+    void clear_temps();
+    std::optional<OwnerIndex> load_index(const Owner& owner);
+    void save_index(const OwnerIndex& idx);
+    void index_add(const Owner& owner, const IpAddr& ip);
+    void index_drop(const Owner& owner, const IpAddr& ip);
+    std::vector<Reservation> verified(const OwnerIndex& idx);
+    std::vector<Reservation> scan(const Owner& owner);
+
+    std::string dir_;
+    FileLock lock_;
+    UniqueFd dir_fd_, owners_fd_, tmp_fd_;
+    unsigned seq_ = 0;
+};
+
+}  // namespace ipam

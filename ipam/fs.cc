@@ -1,0 +1,106 @@
+#include "ipam/fs.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <memory>
+#include <sys/stat.h>
+
+#include "cni/error.h"
+
+namespace ipam::fs {
+
+void fail_io(const std::string& what, const std::string& path, int err) {
+    throw cni::Error(cni::kIoFailure, "failed to " + what + " '" + path + "': " + std::strerror(err), {}, err);
+}
+
+void mkdir_p(const std::string& path, mode_t mode) {
+    for (size_t end = 1; end <= path.size(); ++end) {
+        if (end != path.size() && path[end] != '/') continue;
+        std::string part = path.substr(0, end);
+        if (::mkdir(part.c_str(), mode) != 0 && errno != EEXIST) fail_io("create directory", part, errno);
+    }
+}
+
+UniqueFd open_dir(int at, const std::string& name, const std::string& shown) {
+    UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) fail_io("open directory", shown, errno);
+    return fd;
+}
+
+UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mode_t mode) {
+    if (::mkdirat(at, name.c_str(), mode) != 0 && errno != EEXIST) fail_io("create directory", shown, errno);
+    return open_dir(at, name, shown);
+}
+
+std::optional<std::string> read_at(int at, const std::string& name, const std::string& shown, size_t max) {
+    UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd) {
+        if (errno == ENOENT) return std::nullopt;
+        fail_io("open", shown, errno);
+    }
+    std::string out;
+    char buf[4096];
+    while (out.size() < max) {
+        ssize_t n = ::read(fd.get(), buf, std::min(sizeof buf, max - out.size()));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail_io("read", shown, errno);
+        if (n == 0) break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+}
+
+void create_synced(int at, const std::string& name, std::string_view data, const std::string& shown) {
+    UniqueFd fd(::openat(at, name.c_str(), O_RDWR | O_EXCL | O_CREAT | O_CLOEXEC, 0600));
+    if (!fd) fail_io("create", shown, errno);
+    while (!data.empty()) {
+        ssize_t n = ::write(fd.get(), data.data(), data.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail_io("write", shown, errno);
+        data.remove_prefix(static_cast<size_t>(n));
+    }
+    sync(fd.get(), shown);
+}
+
+bool exists_at(int at, const std::string& name, const std::string& shown) {
+    struct stat st;
+    if (::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return true;
+    if (errno == ENOENT) return false;
+    fail_io("stat", shown, errno);
+}
+
+void remove_at(int at, const std::string& name, const std::string& shown) {
+    if (::unlinkat(at, name.c_str(), 0) != 0 && errno != ENOENT) fail_io("remove", shown, errno);
+}
+
+void sync(int fd, const std::string& shown) {
+    if (::fsync(fd) != 0) fail_io("sync", shown, errno);
+}
+
+namespace {
+
+bool is_regular(int at, const dirent& e) {
+    if (e.d_type != DT_UNKNOWN) return e.d_type == DT_REG;
+    struct stat st;
+    return ::fstatat(at, e.d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+std::vector<std::string> list_files(int at, const std::string& shown) {
+    // A fresh fd for the directory: fdopendir takes it over and reads from offset 0.
+    UniqueFd fd(::openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) fail_io("open directory", shown, errno);
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(fd.get()), ::closedir);
+    if (!dir) fail_io("list directory", shown, errno);
+    fd.release();
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(dir.get()))
+        if (is_regular(at, *e)) names.emplace_back(e->d_name);
+    return names;
+}
+
+}  // namespace ipam::fs

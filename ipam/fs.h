@@ -1,0 +1,35 @@
+// Thin, throwing wrappers over the *at() file system calls the store uses. Every
+// failure becomes cni::Error code 5 (I/O failure) naming the path, with errno kept.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <vector>
+
+#include "ipam/unique_fd.h"
+
+namespace ipam::fs {
+
+/// Throws cni::Error(kIoFailure, "failed to <what> '<path>': <strerror>").
+[[noreturn]] void fail_io(const std::string& what, const std::string& path, int err);
+/// mkdir -p; existing directories are fine.
+void mkdir_p(const std::string& path, mode_t mode);
+/// Opens directory `name` relative to `at` (AT_FDCWD for a plain path).
+UniqueFd open_dir(int at, const std::string& name, const std::string& shown);
+/// Creates directory `name` under `at` when missing, then opens it.
+UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mode_t mode);
+/// Up to `max` bytes of a file; nullopt when it does not exist. Symlinks are not followed.
+std::optional<std::string> read_at(int at, const std::string& name, const std::string& shown, size_t max = 4096);
+/// Creates `name` exclusively (0600), writes `data` and fsyncs it.
+void create_synced(int at, const std::string& name, std::string_view data, const std::string& shown);
+/// Whether `name` exists under `at` (any file type).
+bool exists_at(int at, const std::string& name, const std::string& shown);
+/// unlinkat; a missing file is not an error.
+void remove_at(int at, const std::string& name, const std::string& shown);
+/// fsync of a file or directory fd.
+void sync(int fd, const std::string& shown);
+/// Names of the regular files directly under `at`.
+std::vector<std::string> list_files(int at, const std::string& shown);
+
+}  // namespace ipam::fs

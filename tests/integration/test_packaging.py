@@ -1,0 +1,45 @@
+"""make install and make deb put the binary at /opt/cni/bin/topocni (checked in temp dirs)."""
+import os
+import subprocess
+import tempfile
+import unittest
+
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+
+
+class Packaging(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="topocni-pkg-")
+        # The release tree `make test` already built (make test depends on make release).
+        self.build = os.environ.get("TOPOCNI_RELEASE_BUILD", os.path.join(SRC, "build-release"))
+
+    def tearDown(self):
+        subprocess.run(["rm", "-rf", self.tmp])
+
+    def make(self, *args):
+        p = subprocess.run(["make", "-C", SRC, f"RELEASE_BUILD={self.build}", "JOBS=2"] + list(args),
+                           capture_output=True, text=True, timeout=900)
+        self.assertEqual(p.returncode, 0, p.stdout[-3000:] + p.stderr[-3000:])
+        return p
+
+    def test_make_install_and_make_deb_install_to_opt_cni_bin(self):
+        dest = os.path.join(self.tmp, "root")
+        self.make("install", f"DESTDIR={dest}")
+        binary = os.path.join(dest, "opt/cni/bin/topocni")
+        self.assertTrue(os.access(binary, os.X_OK))
+        v = subprocess.run([binary, "version"], capture_output=True, text=True)
+        self.assertIn("1.1.0", v.stdout)
+        self.make("deb")
+        debs = [f for f in os.listdir(self.build) if f.endswith(".deb")]
+        self.assertEqual(len(debs), 1)
+        contents = subprocess.run(["dpkg-deb", "-c", os.path.join(self.build, debs[0])],
+                                  capture_output=True, text=True).stdout
+        self.assertIn("./opt/cni/bin/topocni", contents)
+        info = subprocess.run(["dpkg-deb", "-f", os.path.join(self.build, debs[0]), "Package", "Depends"],
+                              capture_output=True, text=True).stdout
+        self.assertIn("Package: topocni", info)
+        self.assertIn("libmnl0", info)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,94 @@
+// Shared helpers for the ipam unit tests: a self-removing temp directory, file
+// access, a config built from JSON, and address shorthands.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cni/error.h"
+#include "ipam/host_local.h"
+
+namespace ipam_test {
+
+/// mkdtemp under /tmp, removed with everything in it when the test ends.
+class TempDir {
+public:
+    TempDir() {
+        char tmpl[] = "/tmp/topocni-ipam-XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        path_ = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+inline ipam::IpAddr ip(const char* s) {
+    auto a = ipam::IpAddr::parse(s);
+    REQUIRE(a);
+    return *a;
+}
+
+inline bool exists(const std::string& p) { return std::filesystem::exists(std::filesystem::symlink_status(p)); }
+
+inline std::string read_file(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+/// Names in a directory, sorted; empty when it does not exist.
+inline std::vector<std::string> list_dir(const std::string& p) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (auto& e : std::filesystem::directory_iterator(p, ec)) out.push_back(e.path().filename());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+inline void write_file(const std::string& p, const std::string& content) {
+    std::filesystem::create_directories(std::filesystem::path(p).parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+}
+
+/// A full network config around `ipam`, with dataDir pointing into `dir`.
+inline nlohmann::json net_config(nlohmann::json ipam, const std::string& data_dir, const std::string& name = "net1") {
+    ipam["type"] = "host-local";
+    ipam["dataDir"] = data_dir;
+    return {{"cniVersion", "1.0.0"}, {"name", name}, {"type", "bridge"}, {"ipam", ipam}};
+}
+
+/// A HostLocal over `ipam` (ranges etc.) storing under `dir`.
+inline ipam::HostLocal host_local(const nlohmann::json& ipam, const std::string& dir, const std::string& name = "net1") {
+    return ipam::HostLocal(ipam::parse_config(net_config(ipam, dir, name), "1.0.0"), name);
+}
+
+/// The cni::Error code thrown by `f`, or -1 when it did not throw one.
+template <typename F>
+int error_code(F&& f, std::string* msg = nullptr) {
+    try {
+        f();
+    } catch (const cni::Error& e) {
+        if (msg) *msg = e.what();
+        return e.code;
+    }
+    return -1;
+}
+
+}  // namespace ipam_test
