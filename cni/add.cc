@@ -1,5 +1,6 @@
 #include "cni/attachment.h"
 #include "cni/error.h"
+#include "cni/failpoint.h"
 #include "cni/ipam.h"
 #include "cni/meta.h"
 #include "cni/placement.h"
@@ -28,8 +29,12 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     check_placement(ctx);
 
     Rollback undo;
+    // The record goes first: if we die anywhere below, GC finds the attachment by it.
+    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr});
+    undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
     Result ipam = ipam_add(env, c);
     undo.add("ipam", [&] { ipam_del(env, c); });
+    failpoint("after-ipam");
 
     Result result;
     attachment->add(ctx, ipam, result, undo);
@@ -37,6 +42,7 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
 
     auto out = result_to_json(result, c.cni_version);
     write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, out});
+    failpoint("before-result");
     undo.dismiss();
     return out;
 }

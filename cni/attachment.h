@@ -6,6 +6,7 @@
 
 #include "cni/cleanup.h"
 #include "cni/env.h"
+#include "cni/records.h"
 #include "cni/types.h"
 #include "conf/netconf.h"
 #include "netns/netns.h"
@@ -17,6 +18,8 @@ struct Context {
     const conf::NetConf& conf;
     const netns::Handle& host;                ///< the netns the plugin was started in
     const netns::Handle* pod = nullptr;       ///< nullptr on DEL when the netns is gone
+    /// GC only: attachment records of this network whose owner is not in the valid list.
+    const std::vector<Record>* stale = nullptr;
 };
 
 class Attachment {

@@ -16,13 +16,20 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
         throw Error(kInvalidConfig, "cni.dev/valid-attachments: required for GC");
     std::string errors;
     try { ipam_gc(env, c); } catch (const Error& e) { errors += e.what(); }
-    auto host = netns::Handle::current();
-    Context ctx{env, c, host, nullptr};
-    try { make_attachment(c)->gc(ctx); } catch (const Error& e) { errors += (errors.empty() ? "" : "; ") + std::string(e.what()); }
+    std::vector<Record> stale;
     for (auto& r : list_records(c.state_dir, c.name)) {
         bool valid = false;
         for (auto& v : *c.valid_attachments) valid = valid || (v.container_id == r.container_id && v.ifname == r.ifname);
-        if (!valid) remove_record(c.state_dir, c.name, r.container_id, r.ifname);
+        if (!valid) stale.push_back(r);
+    }
+    auto host = netns::Handle::current();
+    Context ctx{env, c, host, nullptr};
+    ctx.stale = &stale;
+    try {
+        make_attachment(c)->gc(ctx);
+        for (auto& r : stale) remove_record(c.state_dir, c.name, r.container_id, r.ifname);
+    } catch (const Error& e) {
+        errors += (errors.empty() ? "" : "; ") + std::string(e.what());
     }
     if (!errors.empty()) throw Error(kInternal, "GC incomplete: " + errors);
     return std::nullopt;

@@ -34,6 +34,12 @@ std::optional<AliasOwner> parse_owner_alias(const std::string& alias) {
 
 void gc_host_links(Context& ctx, const std::string& kind) {
     netns::nl::Socket h;
+    // Attachments known from their records, even when the host link never got its alias
+    // (a crash between creating the link and marking it).
+    if (ctx.stale)
+        for (auto& r : *ctx.stale)
+            if (auto l = h.get_link(host_link_name(r.container_id, r.ifname)); l && l->kind == kind)
+                try { h.del_link(l->index); } catch (...) {}
     const auto& valid = ctx.conf.valid_attachments;
     for (auto& l : h.list_links()) {
         if (l.kind != kind) continue;

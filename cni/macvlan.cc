@@ -8,6 +8,7 @@
 
 #include "cni/attachment.h"
 #include "cni/error.h"
+#include "cni/failpoint.h"
 #include "cni/ifconfig.h"
 #include "netns/netlink.h"
 #include "netns/sysctl.h"
@@ -68,6 +69,7 @@ public:
             nl::Socket h;
             h.create_macvlan(spec);
         }
+        failpoint("after-link-create");
         nl::Link link;
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
@@ -79,12 +81,14 @@ public:
                 netns::with(*pod, [&] { nl::Socket u; u.del_link(index); });
             });
             s.rename(index, ifname);
+            failpoint("after-move");
             // Announce the address on up and MAC change: neighbours may cache an old MAC.
             netns::sysctl::set("net/ipv4/conf/" + ifname + "/arp_notify", "1");
             if (netns::sysctl::get("net/ipv6/conf/" + ifname + "/ndisc_notify"))
                 netns::sysctl::set("net/ipv6/conf/" + ifname + "/ndisc_notify", "1");
             if (ipam.ips.empty()) s.set_up(index);
             else configure_pod_ips(s, index, ifname, ipam, Routing::Subnet);
+            failpoint("after-addresses");
             link = *s.get_link(index);
         });
         result.interfaces.push_back({.name = link.name, .mac = link.mac, .mtu = link.mtu, .sandbox = ctx.env.netns});
@@ -96,10 +100,19 @@ public:
 
     void del(Context& ctx) override {
         if (!ctx.pod) return;   // the netns took the macvlan with it
-        netns::with(*ctx.pod, [&] {
-            nl::Socket s;
-            if (auto l = s.get_link(ctx.env.ifname); l && l->kind == "macvlan") s.del_link(l->index);
-        });
+        remove_from(*ctx.pod, ctx.env.container_id, ctx.env.ifname);
+    }
+
+    void gc(Context& ctx) override {
+        // Stale attachments whose netns still exists: remove their macvlan from it.
+        if (!ctx.stale) return;
+        for (auto& r : *ctx.stale) {
+            if (!netns_exists(r.netns)) continue;
+            try {
+                auto pod = netns::Handle::open(r.netns);
+                remove_from(pod, r.container_id, r.ifname);
+            } catch (...) {}
+        }
     }
 
     void check(Context& ctx, const Result& prev) override {
@@ -130,6 +143,16 @@ public:
     }
 
 private:
+    /// Removes the macvlan under its final name, or under its temporary name when ADD
+    /// died between creating and renaming it.
+    static void remove_from(const netns::Handle& pod, const std::string& cid, const std::string& ifname) {
+        netns::with(pod, [&] {
+            nl::Socket s;
+            for (auto& name : {ifname, temp_name(cid, ifname)})
+                if (auto l = s.get_link(name); l && l->kind == "macvlan") s.del_link(l->index);
+        });
+    }
+
     static std::string temp_name(const std::string& cid, const std::string& ifname) {
         // Unique per attachment and not a name anyone would pick; 15 bytes.
         uint64_t h = 1469598103934665603ull;

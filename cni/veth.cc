@@ -7,6 +7,7 @@
 
 #include "cni/attachment.h"
 #include "cni/error.h"
+#include "cni/failpoint.h"
 #include "cni/host_name.h"
 #include "cni/ifconfig.h"
 #include "netns/netlink.h"
@@ -40,10 +41,12 @@ public:
                            .mtu = c.mtu, .mac = c.mac});
             // Deleting either end removes both; the host end is found by name without state.
             undo.add("veth " + host_name, [host_name] { nl::Socket h; h.del_link(host_name); });
+            failpoint("after-link-create");
             pod_link = *s.get_link(ctx.env.ifname);
             // Tell neighbours at once when the address moves to a new MAC (stale ARP, cni#194).
             netns::sysctl::set("net/ipv4/conf/" + ctx.env.ifname + "/arp_notify", "1");
             configure_pod_ips(s, pod_link.index, ctx.env.ifname, ipam, mode);
+            failpoint("after-addresses");
         });
 
         nl::Socket h;
@@ -53,6 +56,7 @@ public:
         if (bridge) h.set_master(host->index, bridge->index);
         h.set_up(host->index);   // routes need the link up
         if (!bridge) configure_host_end(h, *host, ipam);
+        failpoint("after-host-routes");
         enable_forwarding(ipam);
 
         if (bridge) result.interfaces.push_back(describe(*h.get_link(bridge->index), ""));
