@@ -11,6 +11,12 @@
 
 namespace cni {
 
+namespace {
+int lock_timeout_ms(const conf::NetConf& c) {
+    return c.host_local ? static_cast<int>(c.host_local->lock_timeout.count()) : 10000;
+}
+}  // namespace
+
 // ADD: check everything that needs no change first, then acquire step by step with an
 // undo registered right after each acquisition; the result is printed only when all
 // steps succeeded, and only then is the undo stack dismissed.
@@ -28,6 +34,8 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     attachment->preflight(ctx);
     check_placement(ctx);
 
+    // Held until we return: GC of this network waits for us and we for it.
+    NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
     Rollback undo;
     // The record goes first: if we die anywhere below, GC finds the attachment by it.
     write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr});

@@ -14,6 +14,9 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
     if (c.delegate) return meta_run(env, c);
     if (!c.valid_attachments)
         throw Error(kInvalidConfig, "cni.dev/valid-attachments: required for GC");
+    // No ADD of this network runs while we decide what is stale (see NetworkLock).
+    NetworkLock guard(c.state_dir, c.name, NetworkLock::Exclusive,
+                      c.host_local ? static_cast<int>(c.host_local->lock_timeout.count()) : 10000);
     std::string errors;
     try { ipam_gc(env, c); } catch (const Error& e) { errors += e.what(); }
     std::vector<Record> stale;

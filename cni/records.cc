@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cni/error.h"
 #include "cni/log.h"
 
 namespace cni {
@@ -103,6 +106,35 @@ std::vector<Record> list_records(const std::string& state_dir, const std::string
     }
     ::closedir(d);
     return out;
+}
+
+NetworkLock::NetworkLock(const std::string& state_dir, const std::string& network, Mode mode, int timeout_ms) {
+    std::string dir = records_dir(state_dir, network);
+    if (!mkdirs(dir)) throw Error(kIoFailure, "cannot create '" + dir + "': " + strerror(errno), {}, errno);
+    std::string path = dir + "/.lock";
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw Error(kIoFailure, "cannot open '" + path + "': " + strerror(errno), {}, errno);
+    int op = (mode == Shared ? LOCK_SH : LOCK_EX) | LOCK_NB;
+    // Poll with a growing sleep: no signal handler to arm, and the first try is free.
+    long waited_us = 0, step_us = 200;
+    while (::flock(fd_, op) < 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            throw Error(kIoFailure, "cannot lock '" + path + "': " + strerror(errno), {}, errno);
+        if (waited_us >= static_cast<long>(timeout_ms) * 1000) {
+            ::close(fd_);
+            fd_ = -1;
+            throw Error(kTryAgainLater, "timed out after " + std::to_string(timeout_ms / 1000.0).substr(0, 4) +
+                                            "s waiting for lock '" + path + "' (a GC or ADD of this network is running)");
+        }
+        timespec ts{0, step_us * 1000};
+        ::nanosleep(&ts, nullptr);
+        waited_us += step_us;
+        step_us = std::min(step_us * 2, 20000L);
+    }
+}
+
+NetworkLock::~NetworkLock() {
+    if (fd_ >= 0) ::close(fd_);
 }
 
 bool netns_exists(const std::string& path) {

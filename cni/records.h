@@ -25,6 +25,21 @@ void remove_record(const std::string& state_dir, const std::string& network, con
 std::optional<Record> read_record(const std::string& state_dir, const std::string& network,
                                   const std::string& container_id, const std::string& ifname);
 std::vector<Record> list_records(const std::string& state_dir, const std::string& network);
+/// Serialises GC against ADD for one network: every ADD holds it shared for its whole
+/// run, GC holds it exclusively, so GC never sees (and never releases) an attachment
+/// that is half-way through ADD. Waits are bounded: code 11 after `timeout_ms`.
+class NetworkLock {
+public:
+    enum Mode { Shared, Exclusive };
+    NetworkLock(const std::string& state_dir, const std::string& network, Mode mode, int timeout_ms);
+    ~NetworkLock();
+    NetworkLock(const NetworkLock&) = delete;
+    NetworkLock& operator=(const NetworkLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
 /// True when `path` still names a network namespace.
 bool netns_exists(const std::string& path);
 
