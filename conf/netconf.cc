@@ -156,7 +156,7 @@ NetConf parse(const std::string& text, const ArgsView& args) {
     // The name becomes a directory under dataDir and stateDir.
     if (!cni::valid_container_id(c.name))
         bad("name", "'" + c.name + "' has invalid characters (allowed: [a-zA-Z0-9][a-zA-Z0-9_.-]*)");
-    if (c.name == "." || c.name == "..") bad("name", "may not be '.' or '..'");
+    if (c.name.size() > 253) bad("name", "longer than 253 characters");
     c.type = opt_string(c.raw, "type", "").value_or("");
     c.attachment = parse_attachment(c.raw);
 

@@ -1,0 +1,183 @@
+"""Hostile input: every case gets the right CNI error code, a message naming the bad
+input, a non-zero exit, and changes nothing at all: links, addresses and routes in the
+node and pod netns, and every file under dataDir and stateDir, compared before and after."""
+import hashlib
+import json
+import os
+
+from cnitest import REF_DIR, NetnsTestCase, main, sh
+
+BIG = 10 * 1024 * 1024
+
+
+def snapshot_files(*roots):
+    out = {}
+    for root in roots:
+        for dirpath, dirs, files in os.walk(root):
+            for d in dirs:
+                out[os.path.join(dirpath, d)] = "dir"
+            for f in files:
+                p = os.path.join(dirpath, f)
+                st = os.lstat(p)
+                with open(p, "rb") as fh:
+                    out[p] = (oct(st.st_mode), hashlib.sha256(fh.read()).hexdigest())
+    return out
+
+
+class Hostile(NetnsTestCase):
+    def setUp(self):
+        super().setUp()
+        self.master = f"th{self.tag}m"[:15]
+        sh("ip", "link", "add", self.master, "mtu", "1500", "type", "veth", "peer", "name", f"th{self.tag}p"[:15],
+           ns=self.node)
+        sh("ip", "link", "set", self.master, "up", ns=self.node)
+        # Existing state, so "changes nothing" is checked against something.
+        self.pod0, self.path0 = self.make_pod()
+        self.assertOk(self.run_plugin("ADD", self.conf(), container_id="existing", netns=self.path0))
+        self.pod, self.path = self.make_pod()
+        self.regular_file = os.path.join(self.tmp, "not-a-netns")
+        open(self.regular_file, "w").write("x")
+
+    def kernel_state(self):
+        """What a plugin could change; not what the kernel changes by itself (DAD, operstate)."""
+        state = {}
+        for ns in (self.node, self.pod0, self.pod):
+            links = sorted((l["ifname"], l.get("linkinfo", {}).get("info_kind"), l["mtu"], l.get("address"),
+                            l.get("master"), "UP" in l["flags"]) for l in json.loads(sh("ip", "-j", "-d", "link", ns=ns)))
+            # The kernel adds IPv6 link-local addresses and their routes on its own, a
+            # moment after a link comes up: leave them out.
+            addrs = sorted((a["ifname"], i["local"], i["prefixlen"]) for a in json.loads(sh("ip", "-j", "addr", ns=ns))
+                           for i in a.get("addr_info", []) if not i["local"].startswith("fe80"))
+            routes = sorted(json.dumps({k: r.get(k) for k in ("dst", "gateway", "dev", "table", "protocol", "scope")})
+                            for fam in ("-4", "-6")
+                            for r in json.loads(sh("ip", "-j", fam, "route", "show", "table", "all", ns=ns))
+                            if not r.get("dst", "").startswith(("fe80", "ff00")))
+            state[ns] = (links, addrs, routes)
+        return state
+
+    def cases(self):
+        """(description, conf-or-raw-stdin, env overrides, expected code, word in message)."""
+        c = self.conf
+        mv = lambda **kw: c(**dict({"attachment": "macvlan", "master": self.master}, **kw))
+
+        def ipam(**kw):
+            conf = c()
+            conf["ipam"].update(kw)
+            return conf
+
+        def rng(**kw):
+            conf = c()
+            conf["ipam"]["ranges"][0][0].update(kw)
+            return conf
+
+        nested_ok = '{"cniVersion":"1.1.0","name":"n","x":' + "[" * 100 + "]" * 100 + "}"
+        return [
+            ("malformed json", '{"cniVersion": "1.1.0", "name": ', {}, 6, "decode"),
+            ("truncated json", json.dumps(c())[:40], {}, 6, "decode"),
+            ("10 MB json array", "[" + "1," * (BIG // 2) + "1]", {}, 6, "object"),
+            ("10 MB network name", json.dumps(dict(c(), name="a" * BIG)), {}, 7, "name"),
+            ("deeply nested json", "[" * 100000, {}, 6, "nested"),
+            ("nested 100 levels under a key", nested_ok, {}, 6, "nested"),
+            ("not an object", "[]", {}, 6, "object"),
+            ("empty stdin", "", {}, 6, "decode"),
+            ("binary garbage", "\x00\x01\x02\xff", {}, 6, "decode"),
+            ("cniVersion is a number", dict(c(), cniVersion=1), {}, 7, "cniVersion"),
+            ("unknown cniVersion", c("2.0.0"), {}, 1, "2.0.0"),
+            ("empty cniVersion", dict(c(), cniVersion=""), {}, 1, "incompatible"),
+            ("name is a number", dict(c(), name=123), {}, 7, "name"),
+            ("name with slash", c(name="a/b"), {}, 7, "name"),
+            ("name dot dot", c(name=".."), {}, 7, "name"),
+            ("name traversal", c(name="../../etc"), {}, 7, "name"),
+            ("name too long", c(name="n" * 300), {}, 7, "name"),
+            ("mtu string", c(mtu="1500"), {}, 7, "mtu"),
+            ("mtu negative", c(mtu=-1), {}, 7, "mtu"),
+            ("mtu huge", c(mtu=10 ** 12), {}, 7, "mtu"),
+            ("mtu fraction", c(mtu=1500.5), {}, 7, "mtu"),
+            ("mtu too small", c(mtu=10), {}, 7, "mtu"),
+            ("ipam is a string", dict(c(), ipam="host-local"), {}, 7, "ipam"),
+            ("ipam ranges object", ipam(ranges={}), {}, 7, "ipam.ranges"),
+            ("subnet banana", rng(subnet="banana"), {}, 7, "ipam.ranges[0][0].subnet"),
+            ("subnet host bits", rng(subnet="10.77.0.1/24"), {}, 7, "ipam.ranges[0][0].subnet"),
+            ("subnet too small", rng(subnet="10.77.0.0/32"), {}, 7, "ipam.ranges[0][0].subnet"),
+            ("rangeStart outside", rng(rangeStart="10.1.1.1"), {}, 7, "rangeStart"),
+            ("rangeEnd before start", rng(rangeStart="10.77.0.50", rangeEnd="10.77.0.10"), {}, 7, "range"),
+            ("gateway not an ip", rng(gateway="x"), {}, 7, "gateway"),
+            ("dataDir relative", ipam(dataDir="rel/dir"), {}, 7, "dataDir"),
+            ("lockTimeout negative", ipam(lockTimeout=-1), {}, 7, "lockTimeout"),
+            ("ipam type traversal", ipam(type="../x"), {}, 7, "ipam.type"),
+            ("ipam type absolute", ipam(type="/bin/sh"), {}, 7, "ipam.type"),
+            ("ipam type missing plugin", ipam(type="no-such-ipam"), {}, 7, "no-such-ipam"),
+            ("mac invalid", c(mac="zz:zz:zz:zz:zz:zz"), {}, 7, "mac"),
+            ("mac multicast", c(mac="01:00:5e:00:00:01"), {}, 7, "mac"),
+            ("mac wrong type", c(mac=42), {}, 7, "mac"),
+            ("attachment unknown", c(attachment="tap"), {}, 7, "attachment"),
+            ("bridge name too long", c(bridge="b" * 16), {}, 7, "bridge"),
+            ("bridge name slash", c(bridge="br/0"), {}, 7, "bridge"),
+            ("isGateway without bridge", c(isGateway=True), {}, 7, "isGateway"),
+            ("veth without ipam or bridge", c(ipam=False), {}, 7, "ipam"),
+            ("master with slash", mv(master="../eth0"), {}, 7, "master"),
+            ("master missing", mv(master="nosuch0"), {}, 7, "nosuch0"),
+            ("macvlan mode unknown", mv(mode="l3"), {}, 7, "mode"),
+            ("macvlan mtu above master", mv(mtu=9000), {}, 7, "mtu"),
+            ("stateDir relative", c(stateDir="state"), {}, 7, "stateDir"),
+            ("sysfsRoot relative", c(sysfsRoot="sys"), {}, 7, "sysfsRoot"),
+            ("logLevel unknown", c(logLevel="loud"), {}, 7, "logLevel"),
+            ("logFile relative", c(logFile="x.log"), {}, 7, "logFile"),
+            ("runtimeConfig mac bad", c(runtimeConfig={"mac": "nope"}), {}, 7, "runtimeConfig.mac"),
+            ("runtimeConfig ips bad", c(runtimeConfig={"ips": ["x"]}), {}, 7, "runtimeConfig.ips"),
+            ("args.cni.ips bad type", c(args={"cni": {"ips": [5]}}), {}, 7, "args.cni.ips"),
+            ("prevResult garbage", c(prevResult={"ips": [{"address": "nope"}]}), {}, 7, "prevResult.ips[0].address"),
+            ("dns nameservers not a list", c(dns={"nameservers": "1.1.1.1"}), {}, 7, "dns.nameservers"),
+            ("requested ip outside the range", c(), {"CNI_ARGS": "IP=10.99.0.5"}, 7, "10.99.0.5"),
+            ("requested ip is the gateway", c(), {"CNI_ARGS": "IP=10.77.0.1"}, 7, "10.77.0.1"),
+            ("requested ip taken", c(), {"CNI_ARGS": "IP=10.77.0.2"}, 102, "10.77.0.2"),
+            ("ifname with slash", c(), {"CNI_IFNAME": "et/h0"}, 4, "CNI_IFNAME"),
+            ("ifname 16 bytes", c(), {"CNI_IFNAME": "x" * 16}, 4, "CNI_IFNAME"),
+            ("ifname dot", c(), {"CNI_IFNAME": "."}, 4, "CNI_IFNAME"),
+            ("ifname dot dot", c(), {"CNI_IFNAME": ".."}, 4, "CNI_IFNAME"),
+            ("ifname with space", c(), {"CNI_IFNAME": "eth 0"}, 4, "CNI_IFNAME"),
+            ("netns is a regular file", c(), {"CNI_NETNS": self.regular_file}, 8, self.regular_file),
+            ("netns is a directory", c(), {"CNI_NETNS": self.tmp}, 8, self.tmp),
+            ("netns is the node itself", c(), {"CNI_NETNS": f"/run/netns/{self.node}"}, 8, "own"),
+            ("netns is /proc/self/ns/net", c(), {"CNI_NETNS": "/proc/self/ns/net"}, 8, "own"),
+            ("netns relative", c(), {"CNI_NETNS": "run/netns/x"}, 4, "CNI_NETNS"),
+            ("netns missing", c(), {"CNI_NETNS": "/run/netns/does-not-exist"}, 8, "does-not-exist"),
+            ("cni path relative", c(), {"CNI_PATH": "bin:/usr/lib/cni"}, 4, "CNI_PATH"),
+            ("cni args garbage", c(), {"CNI_ARGS": "a;b"}, 4, "CNI_ARGS"),
+            ("cni args bad ip", c(), {"CNI_ARGS": "IP=1.2.3.4.5"}, 4, "CNI_ARGS"),
+            ("cni args bad mac", c(), {"CNI_ARGS": "MAC=zz"}, 4, "CNI_ARGS"),
+            ("container id with slash", c(), {"CNI_CONTAINERID": "a/../b"}, 4, "CNI_CONTAINERID"),
+            ("container id empty", c(), {"CNI_CONTAINERID": ""}, 4, "CNI_CONTAINERID"),
+            ("command bogus", c(), {"CNI_COMMAND": "EXPLODE"}, 4, "EXPLODE"),
+            ("check without prevResult", c(), {"CNI_COMMAND": "CHECK"}, 7, "prevResult"),
+            ("check on 0.3.1", c("0.3.1"), {"CNI_COMMAND": "CHECK"}, 1, "CHECK"),
+            ("gc without valid attachments", c(), {"CNI_COMMAND": "GC"}, 7, "valid-attachments"),
+            ("gc with a bad valid list", dict(c(), **{"cni.dev/valid-attachments": [{"ifname": "x"}]}),
+             {"CNI_COMMAND": "GC"}, 7, "containerID"),
+            ("ifname already exists in the pod", c(), {"CNI_NETNS": self.path0}, 105, "eth0"),
+        ]
+
+    def test_every_hostile_input_is_refused_and_changes_nothing(self):
+        cases = self.cases()
+        self.assertGreaterEqual(len(cases), 60)
+        before_files = snapshot_files(self.data_dir, self.state_dir)
+        before_kernel = self.kernel_state()
+        for desc, conf, env, code, word in cases:
+            with self.subTest(case=desc):
+                raw = conf if isinstance(conf, str) else None
+                e = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "hostile", "CNI_NETNS": self.path,
+                     "CNI_IFNAME": "eth0", "CNI_PATH": REF_DIR, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+                e.update(env)
+                out = self.run_plugin(e["CNI_COMMAND"], None if raw else conf, env_override=e, raw_stdin=raw)
+                self.assertNotEqual(out.rc, 0, f"{desc}: accepted")
+                self.assertIsNotNone(out.json, f"{desc}: no error JSON on stdout: {out.stdout[:300]!r}")
+                self.assertEqual(out.json.get("code"), code, f"{desc}: {out.json}")
+                text = out.json.get("msg", "") + " " + out.json.get("details", "")
+                self.assertIn(word, text, f"{desc}: message does not name the bad input")
+                self.assertEqual(snapshot_files(self.data_dir, self.state_dir), before_files,
+                                 f"{desc}: files under dataDir/stateDir changed")
+                self.assertEqual(self.kernel_state(), before_kernel, f"{desc}: kernel state changed")
+
+
+if __name__ == "__main__":
+    main()
