@@ -41,5 +41,6 @@ public:
 std::unique_ptr<Attachment> make_attachment(const conf::NetConf& c);
 std::unique_ptr<Attachment> make_veth();
 std::unique_ptr<Attachment> make_macvlan();
+std::unique_ptr<Attachment> make_sriov();
 
 }  // namespace cni

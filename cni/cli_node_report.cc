@@ -160,9 +160,5 @@ void add_node_report(CLI::App& app, int& status) {
     });
 }
 
-void add_explain(CLI::App& app, int& status) {
-    (void)app;
-    (void)status;
-}
 
 }  // namespace cni::cli

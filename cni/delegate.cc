@@ -20,9 +20,9 @@ namespace cni {
 
 namespace {
 
-std::string find_plugin(const std::vector<std::string>& path, const std::string& type) {
+std::string find_plugin(const std::vector<std::string>& path, const std::string& type, const std::string& key) {
     if (type.empty() || type.find('/') != std::string::npos || type == "." || type == "..")
-        throw Error(kInvalidConfig, "ipam.type: '" + type + "' must be a plugin name, not a path");
+        throw Error(kInvalidConfig, key + ": '" + type + "' must be a plugin name, not a path");
     for (auto& dir : path) {
         std::string p = dir + "/" + type;
         struct stat st;
@@ -30,7 +30,7 @@ std::string find_plugin(const std::vector<std::string>& path, const std::string&
     }
     std::string dirs;
     for (auto& d : path) dirs += (dirs.empty() ? "" : ":") + d;
-    throw Error(kInvalidConfig, "ipam.type: plugin '" + type + "' not found in CNI_PATH '" + dirs + "'");
+    throw Error(kInvalidConfig, key + ": plugin '" + type + "' not found in CNI_PATH '" + dirs + "'");
 }
 
 /// Environment of the child: ours, with CNI_COMMAND replaced.
@@ -46,7 +46,12 @@ std::vector<std::string> child_env(const std::string& command) {
 
 std::string delegate(const std::vector<std::string>& path, const std::string& type, const std::string& command,
                      const std::string& stdin_text) {
-    std::string exe = find_plugin(path, type);
+    return run_plugin(path, type, command, stdin_text, "ipam plugin", "ipam.type");
+}
+
+std::string run_plugin(const std::vector<std::string>& path, const std::string& type, const std::string& command,
+                       const std::string& stdin_text, const std::string& what, const std::string& key) {
+    std::string exe = find_plugin(path, type, key);
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) < 0) fail_internal("failed to create pipe: " + std::string(strerror(errno)), errno);
     netns::UniqueFd in_r(in[0]), in_w(in[1]);
@@ -66,7 +71,7 @@ std::string delegate(const std::vector<std::string>& path, const std::string& ty
     pid_t pid;
     int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, envp.data());
     posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) fail_internal("failed to run ipam plugin '" + exe + "': " + strerror(rc), rc);
+    if (rc != 0) fail_internal("failed to run " + what + " '" + exe + "': " + strerror(rc), rc);
     in_r.reset();
     out_w.reset();
 
@@ -96,7 +101,7 @@ std::string delegate(const std::vector<std::string>& path, const std::string& ty
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return output;
 
     auto j = nlohmann::json::parse(output, nullptr, false);
-    std::string who = "ipam plugin '" + type + "' " + command;
+    std::string who = what + " '" + type + "' " + command;
     if (j.is_object() && j.contains("code") && j["code"].is_number_integer()) {
         std::string msg = j.value("msg", std::string("failed"));
         std::string details = j.contains("details") && j["details"].is_string() ? j["details"].get<std::string>() : "";

@@ -12,4 +12,9 @@ namespace cni {
 std::string delegate(const std::vector<std::string>& path, const std::string& type, const std::string& command,
                      const std::string& stdin_text);
 
+/// The same for any role: `what` names the plugin in messages ("delegate plugin") and
+/// `key` is the config key of its type ("delegate.type") for code-7 errors.
+std::string run_plugin(const std::vector<std::string>& path, const std::string& type, const std::string& command,
+                       const std::string& stdin_text, const std::string& what, const std::string& key);
+
 }  // namespace cni

@@ -60,6 +60,7 @@ std::unique_ptr<Attachment> make_attachment(const conf::NetConf& c) {
     switch (c.attachment) {
         case conf::Attachment::Veth: return make_veth();
         case conf::Attachment::Macvlan: return make_macvlan();
+        case conf::Attachment::Sriov: return make_sriov();
         default: throw Error(kInvalidConfig, "attachment: not supported yet");
     }
 }

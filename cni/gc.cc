@@ -17,16 +17,28 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
     // No ADD of this network runs while we decide what is stale (see NetworkLock).
     NetworkLock guard(c.state_dir, c.name, NetworkLock::Exclusive,
                       c.host_local ? static_cast<int>(c.host_local->lock_timeout.count()) : 10000);
-    std::string errors;
-    try { ipam_gc(env, c); } catch (const Error& e) { errors += e.what(); }
+    // An attachment that finished ADD after this GC started was in flight when the
+    // runtime took its valid list (libcni builds it from finished results): keep it.
+    // In-flight ADDs held the lock we just waited for, so they are all finished now.
+    int64_t started = process_start_ns();
+    conf::NetConf effective = c;
+    auto& valid = *effective.valid_attachments;
     std::vector<Record> stale;
     for (auto& r : list_records(c.state_dir, c.name)) {
-        bool valid = false;
-        for (auto& v : *c.valid_attachments) valid = valid || (v.container_id == r.container_id && v.ifname == r.ifname);
-        if (!valid) stale.push_back(r);
+        bool listed = false;
+        for (auto& v : valid) listed = listed || (v.container_id == r.container_id && v.ifname == r.ifname);
+        if (listed) continue;
+        if (r.completed_ns >= started) {
+            valid.push_back({r.container_id, r.ifname});
+            effective.raw["cni.dev/valid-attachments"].push_back({{"containerID", r.container_id}, {"ifname", r.ifname}});
+            continue;
+        }
+        stale.push_back(r);
     }
+    std::string errors;
+    try { ipam_gc(env, effective); } catch (const Error& e) { errors += e.what(); }
     auto host = netns::Handle::current();
-    Context ctx{env, c, host, nullptr};
+    Context ctx{env, effective, host, nullptr};
     ctx.stale = &stale;
     try {
         make_attachment(c)->gc(ctx);

@@ -1,7 +1,526 @@
+// Placement: each constraint is one function that gathers its facts (node labels,
+// sysfs, cpu_manager_state, netlink, the IPAM store) and returns a verdict with the
+// evidence. Nothing here changes the node.
 #include "cni/placement.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cni/device_usage.h"
+#include "cni/error.h"
+#include "cni/kube.h"
+#include "cni/labels.h"
+#include "cni/log.h"
+#include "cni/state.h"
+#include "cni/topology.h"
+#include "cni/yaml.h"
+#include "conf/fields.h"
+#include "ipam/range.h"
+#include "netns/sysfs.h"
 
 namespace cni {
 
-void check_placement(Context& ctx) { (void)ctx; }
+namespace {
+
+using json = nlohmann::json;
+using conf::NumaPolicy;
+
+bool exists(const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+std::optional<std::string> string_at(const json& j, const char* key) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string() || it->get<std::string>().empty()) return std::nullopt;
+    return it->get<std::string>();
+}
+
+// ---- the node's labels ----
+
+std::string node_name(const conf::Placement& p) {
+    if (p.node_name) return *p.node_name;
+    char buf[HOST_NAME_MAX + 1] = {};
+    if (::gethostname(buf, sizeof buf - 1) < 0) fail_internal("failed to read the host name", errno);
+    std::string n = buf;
+    for (auto& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));   // as kubelet does
+    bool ok = !n.empty() && n.size() <= 253 && n.front() != '.' && n.front() != '-';
+    for (char ch : n) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.');
+    if (!ok) throw Error(kInvalidConfig, "nodeName: not set, and the host name '" + n + "' is no valid node name");
+    return n;
+}
+
+Labels read_labels_file(const std::string& path) {
+    auto text = state::read_file(path);   // code 5 when unreadable
+    if (!text)
+        throw Error(kTryAgainLater, "nodeLabelsFile: '" + path + "' does not exist (yet)");
+    return parse_labels(*text, path);
+}
+
+struct NodeLabels {
+    Labels labels;
+    std::string sources;   ///< "file '/x' and the API at https://..."
+};
+
+/// Labels from nodeLabelsFile and/or the API (both merged, the file's win); explain's
+/// --node-labels replaces both.
+NodeLabels node_labels(const conf::NetConf& c, const std::string& node, const EvalOptions& opt) {
+    const conf::Placement& p = *c.placement;
+    NodeLabels out;
+    if (!opt.node_labels_file.empty()) {
+        out.labels = read_labels_file(opt.node_labels_file);
+        out.sources = "file '" + opt.node_labels_file + "'";
+        return out;
+    }
+    std::string kubeconfig = p.kubeconfig.value_or(exists(kube::kMultusKubeconfig) ? kube::kMultusKubeconfig : "");
+    if (kubeconfig.empty() && !p.node_labels_file)
+        throw Error(kInvalidConfig, std::string("nodeSelector: no source of node labels: set nodeLabelsFile or "
+                                                "kubeconfig (Multus's '") +
+                                        kube::kMultusKubeconfig + "' does not exist)");
+    if (!kubeconfig.empty()) {
+        auto kc = kube::load_kubeconfig(kubeconfig);
+        try {
+            out.labels = kube::cached_node_labels(kc, node, {c.state_dir, p.node_labels_ttl, opt.write_cache});
+            out.sources = "the API at " + kc.server;
+        } catch (const Error& e) {
+            // With a local file there is still something to decide on.
+            if (e.code != kTryAgainLater || !p.node_labels_file) throw;
+            log::warn(std::string("node labels from nodeLabelsFile only: ") + e.what());
+            out.sources = "(API unreachable) ";
+        }
+    }
+    if (p.node_labels_file) {
+        for (auto& [k, v] : read_labels_file(*p.node_labels_file)) out.labels[k] = v;
+        out.sources += (out.sources.empty() || out.sources.back() == ' ' ? "" : " and ") +
+                       std::string("file '") + *p.node_labels_file + "'";
+    }
+    return out;
+}
+
+Verdict check_selector(const conf::NetConf& c, const EvalOptions& opt) {
+    const auto& sel = *c.placement->node_selector;
+    std::string node = node_name(*c.placement);
+    NodeLabels nl = node_labels(c, node, opt);
+    std::string matched, failed;
+    for (auto& r : sel.requirements) {
+        std::string has = evidence(r, nl.labels);
+        if (matches(r, nl.labels)) matched += (matched.empty() ? "" : ", ") + to_string(r) + " (" + has + ")";
+        else failed += (failed.empty() ? "" : "; ") + std::string("wants ") + to_string(r) + ", has " + has;
+    }
+    std::string head = "node '" + node + "' (labels from " + nl.sources + "): ";
+    if (!failed.empty()) return {"nodeSelector", false, false, head + failed};
+    if (sel.requirements.empty()) return {"nodeSelector", true, false, head + "an empty selector matches every node"};
+    return {"nodeSelector", true, false, head + "matches " + matched};
+}
+
+// ---- the device: a VF (PCI address) or a master interface ----
+
+struct Device {
+    enum class Kind { None, Pci, Master } kind = Kind::None;
+    std::string name;                 ///< PCI address or interface name
+    std::string link_kind = "macvlan";   ///< links counted on a master
+    std::string none_why;             ///< Kind::None: why there is no device to look at
+    std::string label;                ///< "VF 0000:03:02.1", "master 'eth1'"
+};
+
+std::optional<std::string> device_id(const json& j) {
+    if (auto v = string_at(j, "deviceID")) return v;
+    if (auto v = string_at(j, "pciBusID")) return v;
+    if (auto rc = j.find("runtimeConfig"); rc != j.end() && rc->is_object())
+        if (auto* v = conf::member_ci(*rc, "deviceID"); v && v->is_string() && !v->get<std::string>().empty())
+            return v->get<std::string>();
+    return std::nullopt;
+}
+
+Device resolve_device(const conf::NetConf& c) {
+    Device d;
+    std::optional<std::string> pci, master;
+    bool lower_kind = false, in_pod = false;
+    std::string what;
+    if (c.delegate) {
+        const json& dj = *c.delegate;
+        std::string type = dj.value("type", "");
+        what = "delegate '" + type + "'";
+        pci = device_id(c.raw);   // Multus puts deviceID into the config it passes us
+        if (!pci) pci = device_id(dj);
+        master = string_at(dj, "master");
+        lower_kind = type == "macvlan" || type == "ipvlan";
+        if (lower_kind) d.link_kind = type;
+        in_pod = dj.value("linkInContainer", json(false)) == json(true);
+    } else if (c.attachment == conf::Attachment::Sriov) {
+        what = "attachment sriov";
+        if (c.sriov && !c.sriov->device_id.empty()) pci = c.sriov->device_id;
+        else pci = device_id(c.raw);
+    } else if (c.attachment == conf::Attachment::Macvlan) {
+        what = "attachment macvlan";
+        master = c.master;
+        lower_kind = true;
+        in_pod = c.link_in_container;
+    } else {
+        d.none_why = "attachment veth has no device";
+        return d;
+    }
+    if (pci) {
+        if (!netns::sysfs::is_pci_address(*pci)) {
+            d.none_why = "deviceID '" + *pci + "' is not a PCI address";
+            return d;
+        }
+        d.kind = Device::Kind::Pci;
+        d.name = *pci;
+        d.label = (netns::sysfs::Tree(c.sysfs_root).physfn(*pci) ? "VF " : "PCI device ") + *pci;
+        return d;
+    }
+    if (!master && lower_kind) {
+        netns::nl::Socket s;
+        master = default_route_interface(s);
+        if (!master) {
+            d.none_why = what + ": no master set and the node has no default route";
+            return d;
+        }
+    }
+    if (!master) {
+        d.none_why = what + " names no device (no deviceID, pciBusID or master)";
+        return d;
+    }
+    if (in_pod) {
+        d.none_why = "master '" + *master + "' is in the pod netns (linkInContainer), out of the node's sysfs";
+        return d;
+    }
+    d.kind = Device::Kind::Master;
+    d.name = *master;
+    d.label = "master '" + *master + "'";
+    return d;
+}
+
+/// A fact that may be unknown, with the sentence that states it either way.
+struct Fact {
+    std::optional<long long> value;
+    std::string text;
+};
+
+Fact device_numa(const Device& d, const std::string& sysfs) {
+    if (d.kind == Device::Kind::None) return {std::nullopt, d.none_why};
+    std::string file = d.kind == Device::Kind::Pci ? netns::sysfs::Tree(sysfs).pci_path(d.name) + "/numa_node"
+                                                   : sysfs + "/class/net/" + d.name + "/device/numa_node";
+    auto n = topo::read_numa_node(file);
+    if (!n) return {std::nullopt, d.label + " has no NUMA node in sysfs ('" + file + "' missing: a virtual device?)"};
+    if (*n < 0) return {std::nullopt, d.label + " reports NUMA node -1 (no affinity)"};
+    return {*n, d.label + " is on NUMA node " + std::to_string(*n)};
+}
+
+Fact link_speed(const Device& d, const std::string& sysfs) {
+    if (d.kind == Device::Kind::None) return {std::nullopt, d.none_why};
+    std::string ifname = d.name, label = d.label;
+    if (d.kind == Device::Kind::Pci) {
+        netns::sysfs::Tree tree(sysfs);
+        auto pf = tree.physfn(d.name);
+        auto nets = tree.netdevs(pf ? *pf : d.name);
+        if (nets.empty())
+            return {std::nullopt, (pf ? "PF " + *pf + " of " + d.label : d.label) + " has no netdev in sysfs"};
+        ifname = nets.front();
+        label = pf ? "PF '" + ifname + "' of " + d.label : d.label + " ('" + ifname + "')";
+    }
+    auto speed = topo::read_speed(sysfs, ifname);
+    if (!speed) return {std::nullopt, label + " reports no link speed (link down or virtual)"};
+    return {*speed, label + " runs at " + std::to_string(*speed) + " Mb/s"};
+}
+
+struct PodNuma {
+    bool known = false;
+    std::set<int> nodes;
+    std::string text;
+};
+
+PodNuma pod_numa(const conf::NetConf& c, const std::string& uid) {
+    PodNuma out;
+    if (uid.empty()) {
+        out.text = "the pod UID is unknown (no K8S_POD_UID in CNI_ARGS)";
+        return out;
+    }
+    std::string path = c.placement->kubelet_root_dir + "/cpu_manager_state";
+    auto text = state::read_file(path);
+    if (!text) {
+        out.text = "'" + path + "' does not exist (no CPU manager)";
+        return out;
+    }
+    topo::PodCpus pc;
+    try {
+        pc = topo::parse_cpu_manager_state(*text, uid);
+    } catch (const Error& e) {
+        out.text = "'" + path + "' is unreadable: " + e.what();
+        return out;
+    }
+    if (pc.cpus.empty()) {
+        out.text = "pod " + uid + " has no exclusive CPUs in '" + path + "' (policy '" + pc.policy + "')";
+        return out;
+    }
+    auto numa = topo::numa_cpus(c.sysfs_root);
+    topo::CpuSet unplaced;
+    out.nodes = topo::nodes_of(pc.cpus, numa, &unplaced);
+    std::string cpus = "pod " + uid + " CPUs " + topo::format_cpuset(pc.cpus);
+    if (!unplaced.empty()) {
+        out.text = cpus + ": CPUs " + topo::format_cpuset(unplaced) + " are on no NUMA node in '" + c.sysfs_root +
+                   "/devices/system/node'";
+        return out;
+    }
+    out.known = true;
+    out.text = cpus + (out.nodes.size() == 1 ? " are on NUMA node " : " are on NUMA nodes ") +
+               topo::format_nodes(out.nodes);
+    return out;
+}
+
+Verdict unknown(const std::string& constraint, const std::string& facts, bool deny) {
+    return {constraint, !deny, !deny, facts + "; unknownTopology " + (deny ? "deny" : "allow")};
+}
+
+Verdict check_numa_policy(const conf::NetConf& c, const Device& d, const std::string& uid) {
+    const auto& t = *c.placement->topology;
+    const char* name = "topology.numaPolicy";
+    std::string policy = std::string("numaPolicy ") + conf::numa_policy_name(t.numa_policy);
+    Fact dev = device_numa(d, c.sysfs_root);
+    PodNuma pod = pod_numa(c, uid);
+    std::string facts = dev.text + "; " + pod.text + "; " + policy;
+    if (!dev.value || !pod.known) return unknown(name, facts, t.deny_unknown);
+    int node = static_cast<int>(*dev.value);
+    bool ok = t.numa_policy == NumaPolicy::SingleNumaNode ? pod.nodes == std::set<int>{node}
+                                                          : pod.nodes.count(node) > 0;
+    if (ok) return {name, true, false, facts};
+    if (t.numa_policy == NumaPolicy::BestEffort) return {name, true, true, facts + " (mismatch tolerated)"};
+    return {name, false, false, facts};
+}
+
+Verdict check_numa_node(const conf::NetConf& c, const Device& d) {
+    const auto& t = *c.placement->topology;
+    Fact dev = device_numa(d, c.sysfs_root);
+    std::string facts = dev.text + "; numaNode " + std::to_string(*t.numa_node);
+    if (!dev.value) return unknown("topology.numaNode", facts, t.deny_unknown);
+    return {"topology.numaNode", *dev.value == *t.numa_node, false, facts};
+}
+
+Verdict check_speed(const conf::NetConf& c, const Device& d) {
+    const auto& t = *c.placement->topology;
+    Fact speed = link_speed(d, c.sysfs_root);
+    std::string facts = speed.text + "; minLinkSpeedMbps " + std::to_string(*t.min_link_speed_mbps);
+    if (!speed.value) return unknown("topology.minLinkSpeedMbps", facts, t.deny_unknown);
+    return {"topology.minLinkSpeedMbps", *speed.value >= *t.min_link_speed_mbps, false, facts};
+}
+
+std::string some(const std::vector<std::string>& items) {
+    std::string out;
+    for (size_t i = 0; i < items.size() && i < 4; ++i) out += (i ? ", " : "") + items[i];
+    if (items.size() > 4) out += ", ...";
+    return items.empty() ? "" : " (" + out + ")";
+}
+
+Verdict check_attachments(const conf::NetConf& c, const Device& d, const PodInfo& pod) {
+    const auto& t = *c.placement->topology;
+    const char* name = "topology.maxAttachmentsPerMaster";
+    long long max = *t.max_attachments_per_master;
+    std::string limit = "; maxAttachmentsPerMaster " + std::to_string(max);
+    if (d.kind == Device::Kind::None) return unknown(name, d.none_why + limit, t.deny_unknown);
+    std::vector<std::string> used;
+    std::string facts;
+    if (d.kind == Device::Kind::Master) {
+        used = macvlans_on_master(d.name, d.link_kind, pod.netns, pod.ifname).where;
+        facts = d.label + " already has " + std::to_string(used.size()) + " " + d.link_kind + " link" +
+                (used.size() == 1 ? "" : "s") + some(used);
+    } else {
+        auto pf = netns::sysfs::Tree(c.sysfs_root).physfn(d.name);
+        if (!pf) return unknown(name, d.label + " is no VF (no physfn in sysfs)" + limit, t.deny_unknown);
+        used = vfs_in_use(c.state_dir, c.sysfs_root, *pf, d.name);
+        facts = "PF " + *pf + " of " + d.label + " has " + std::to_string(used.size()) + " VF" +
+                (used.size() == 1 ? "" : "s") + " in use" + some(used);
+    }
+    return {name, static_cast<long long>(used.size()) < max, false, facts + limit};
+}
+
+/// host-local's config and network for the pool the attachment draws from.
+ipam::Config pool_config(const conf::NetConf& c) {
+    if (!c.delegate) return *c.host_local;
+    json whole = *c.delegate;
+    whole["name"] = c.name;
+    if (auto rc = c.raw.find("runtimeConfig"); rc != c.raw.end()) whole["runtimeConfig"] = *rc;
+    try {
+        return ipam::parse_config(whole, c.cni_version);
+    } catch (const Error& e) {
+        throw Error(e.code, std::string("delegate.") + e.what(), e.details);
+    }
+}
+
+unsigned __int128 as_number(const ipam::IpAddr& a) {
+    unsigned __int128 v = 0;
+    for (int i = 0; i < a.size(); ++i) v = (v << 8) | a.b[static_cast<size_t>(i)];
+    return v;
+}
+
+std::string count_text(unsigned __int128 v) {
+    if (v > static_cast<unsigned __int128>(1) << 62) return "more than 2^62";
+    return std::to_string(static_cast<unsigned long long>(v));
+}
+
+Verdict check_free_addresses(const conf::NetConf& c, const PodInfo& pod) {
+    const auto& t = *c.placement->topology;
+    long long min = *t.min_free_addresses;
+    ipam::Config cfg = pool_config(c);
+    ipam::HostLocal store(cfg, c.name);
+    // Listing opens (and so creates) the store; a pool nobody used yet has no reservations.
+    std::vector<ipam::Reservation> held = exists(store.dir()) ? store.list() : std::vector<ipam::Reservation>{};
+    bool ok = true;
+    std::string facts;
+    for (auto& set : cfg.ranges) {
+        unsigned __int128 size = 0;
+        for (auto& r : set) {
+            size += as_number(r.end) - as_number(r.start) + 1;
+            if (r.contains(r.gateway)) size -= 1;   // the allocator never hands out a gateway
+        }
+        unsigned __int128 taken = 0;
+        bool mine = false;
+        for (auto& r : held) {
+            if (!ipam::range_for(set, r.ip)) continue;
+            ++taken;
+            mine = mine || (!pod.container_id.empty() && r.container_id == pod.container_id && r.ifname == pod.ifname);
+        }
+        unsigned __int128 need = taken + (mine ? 0 : 1);
+        unsigned __int128 after = size > need ? size - need : 0;
+        if (after < static_cast<unsigned __int128>(min)) ok = false;
+        facts += (facts.empty() ? "" : "; ") + std::string("range set ") + ipam::to_string(set) + ": " +
+                 count_text(size) + " addresses, " + count_text(taken) + " reserved, " + count_text(after) +
+                 " free after this allocation";
+    }
+    return {"topology.minFreeAddresses", ok, false, facts + "; minFreeAddresses " + std::to_string(min)};
+}
+
+template <class F>
+void run(std::vector<Verdict>& out, const char* name, const EvalOptions& opt, F&& f) {
+    if (!opt.collect_errors) {
+        out.push_back(f());
+        return;
+    }
+    try {
+        out.push_back(f());
+    } catch (const Error& e) {
+        out.push_back({name, false, false, "cannot evaluate (code " + std::to_string(e.code) + "): " + e.what()});
+    } catch (const std::exception& e) {
+        out.push_back({name, false, false, std::string("cannot evaluate: ") + e.what()});
+    }
+}
+
+}  // namespace
+
+std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const PodInfo& pod, const EvalOptions& opt) {
+    std::vector<Verdict> out;
+    if (!c.placement) return out;
+    const conf::Placement& p = *c.placement;
+    if (p.node_selector) run(out, "nodeSelector", opt, [&] { return check_selector(c, opt); });
+    if (!p.topology) return out;
+    const conf::Topology& t = *p.topology;
+
+    std::optional<Device> device;   // resolved once, by the first constraint that needs it
+    auto dev = [&]() -> const Device& {
+        if (!device) device = resolve_device(c);
+        return *device;
+    };
+    if (t.numa_policy != NumaPolicy::None)
+        run(out, "topology.numaPolicy", opt, [&] { return check_numa_policy(c, dev(), pod.uid); });
+    if (t.numa_node) run(out, "topology.numaNode", opt, [&] { return check_numa_node(c, dev()); });
+    if (t.min_link_speed_mbps) run(out, "topology.minLinkSpeedMbps", opt, [&] { return check_speed(c, dev()); });
+    if (t.max_attachments_per_master)
+        run(out, "topology.maxAttachmentsPerMaster", opt, [&] { return check_attachments(c, dev(), pod); });
+    if (t.min_free_addresses) run(out, "topology.minFreeAddresses", opt, [&] { return check_free_addresses(c, pod); });
+    return out;
+}
+
+void check_placement(Context& ctx) {
+    const conf::NetConf& c = ctx.conf;
+    if (!c.placement) return;
+    PodInfo pod{ctx.env.args.pod_uid, ctx.env.container_id, ctx.env.ifname, ctx.pod};
+    std::string names, details;
+    for (auto& v : evaluate_placement(c, pod)) {
+        if (!v.pass) {
+            names += (names.empty() ? "" : ", ") + v.constraint;
+            details += (details.empty() ? "" : " | ") + v.constraint + ": " + v.evidence;
+        } else if (v.warning) {
+            log::warn(v.constraint + ": " + v.evidence);
+        } else {
+            log::debug(v.constraint + " met: " + v.evidence);
+        }
+    }
+    // The dispatcher logs the error (message and details) as it prints it.
+    if (!names.empty()) throw Error(kPlacement, "placement constraint not met: " + names, details);
+}
+
+namespace {
+
+/// The CNI config inside `path`: a config, a conflist (its topocni plugin), or a NAD
+/// (JSON or YAML) whose spec.config holds either.
+std::string explain_config_text(const std::string& path) {
+    auto text = state::read_file(path);
+    if (!text) throw Error(kInvalidConfig, "'" + path + "' does not exist");
+    json j = parse_yaml(*text, "'" + path + "'");
+    if (!j.is_object())
+        throw Error(kInvalidConfig, "'" + path + "' is not a CNI config or a NetworkAttachmentDefinition");
+    json conf = j;
+    if (auto spec = j.find("spec"); spec != j.end()) {
+        auto cfg = spec->is_object() ? spec->find("config") : spec->end();
+        if (!spec->is_object() || cfg == spec->end())
+            throw Error(kInvalidConfig, "'" + path + "': spec.config: missing (not a NetworkAttachmentDefinition?)");
+        conf = cfg->is_string() ? json::parse(cfg->get<std::string>(), nullptr, false) : *cfg;
+        if (!conf.is_object()) throw Error(kInvalidConfig, "'" + path + "': spec.config: not a JSON object");
+    }
+    if (auto plugins = conf.find("plugins"); plugins != conf.end() && plugins->is_array()) {
+        for (auto& p : *plugins)
+            if (p.is_object() && p.value("type", "") == "topocni") {
+                json one = p;
+                if (!one.contains("cniVersion") && conf.contains("cniVersion")) one["cniVersion"] = conf["cniVersion"];
+                if (conf.contains("name")) one["name"] = conf["name"];
+                return one.dump();
+            }
+        throw Error(kInvalidConfig, "'" + path + "': the plugin list has no plugin of type topocni");
+    }
+    return conf.dump();
+}
+
+}  // namespace
+
+int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file) {
+    std::vector<Verdict> verdicts;
+    conf::NetConf c;
+    try {
+        c = conf::parse(explain_config_text(config_path), {});
+        verdicts = evaluate_placement(c, {pod_uid, "", "", nullptr}, {node_labels_file, false, true});
+    } catch (const Error& e) {
+        std::cerr << "topocni explain: " << e.what() << " (code " << e.code << ")"
+                  << (e.details.empty() ? "" : ": " + e.details) << "\n";
+        return 2;
+    }
+    std::string node;
+    try {
+        node = c.placement ? node_name(*c.placement) : "";
+    } catch (const Error&) {
+        node = "?";
+    }
+    std::cout << "network '" << c.name << "' from '" << config_path << "'";
+    if (!node.empty()) std::cout << ", node '" << node << "'";
+    std::cout << ", pod " << (pod_uid.empty() ? std::string("(no --pod-uid)") : pod_uid) << "\n";
+    if (verdicts.empty()) {
+        std::cout << "no placement constraints (nodeSelector, topology)\n";
+        return 0;
+    }
+    size_t failed = 0;
+    for (auto& v : verdicts) {
+        const char* mark = !v.pass ? "FAIL" : v.warning ? "WARN" : "PASS";
+        if (!v.pass) ++failed;
+        std::cout << mark << "  " << v.constraint << ": " << v.evidence << "\n";
+    }
+    if (failed) std::cout << failed << " of " << verdicts.size() << " constraints not met\n";
+    else std::cout << "all " << verdicts.size() << " constraints met\n";
+    return failed ? 1 : 0;
+}
 
 }  // namespace cni

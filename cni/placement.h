@@ -1,11 +1,48 @@
 // Placement validation at ADD (and CHECK): every constraint evaluated, all failures
-// reported at once as code 100 with the evidence in details.
+// reported at once as code 100 ("placement constraint not met") with the evidence in
+// details. `topocni explain` prints the same verdicts without changing anything.
 #pragma once
+#include <string>
+#include <vector>
+
 #include "cni/attachment.h"
 
 namespace cni {
 
+/// The pod an attachment is for.
+struct PodInfo {
+    std::string uid;                        ///< K8S_POD_UID; empty when unknown
+    std::string container_id, ifname;       ///< the attachment itself, which CHECK must not count
+    const netns::Handle* netns = nullptr;   ///< the pod netns, when known
+};
+
+/// The outcome of one constraint.
+struct Verdict {
+    std::string constraint;   ///< the config key: "nodeSelector", "topology.numaPolicy", ...
+    bool pass = true;
+    bool warning = false;     ///< passed but logged: a best-effort mismatch, unknown topology allowed
+    std::string evidence;     ///< the facts it was decided on
+};
+
+struct EvalOptions {
+    std::string node_labels_file;   ///< non-empty: the node's labels come from this file only
+    bool write_cache = true;        ///< false: the label cache is read but never written
+    bool collect_errors = false;    ///< a constraint that cannot be evaluated fails its verdict instead of throwing
+};
+
+/// Evaluates every constraint of c.placement (none: empty). Facts that cannot be read
+/// (API unreachable: code 11; bad labels file: code 7) throw unless collect_errors.
+std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const PodInfo& pod, const EvalOptions& opt = {});
+
 /// Throws Error(kPlacement, ...) when a constraint fails; no-op without constraints.
+/// Warnings (best-effort, unknown topology allowed) are logged.
 void check_placement(Context& ctx);
+
+/// `topocni explain`: prints every constraint of the config in `config_path` (a CNI
+/// config, a conflist, or a NetworkAttachmentDefinition in JSON or YAML whose
+/// spec.config holds one) with PASS/FAIL/WARN and its evidence. `pod_uid` and
+/// `node_labels_file` may be empty. Changes nothing. Returns 0 when all pass, 1 when
+/// one fails, 2 when the config cannot be read.
+int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file);
 
 }  // namespace cni

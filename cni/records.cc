@@ -45,6 +45,7 @@ std::optional<Record> parse(const std::string& text) {
     r.container_id = j.value("containerID", "");
     r.ifname = j.value("ifname", "");
     r.netns = j.value("netns", "");
+    r.completed_ns = j.value("completedBoottimeNs", int64_t{0});
     if (j.contains("result")) r.result = j["result"];
     if (r.container_id.empty() || r.ifname.empty()) return std::nullopt;
     return r;
@@ -64,6 +65,7 @@ void write_record(const std::string& state_dir, const Record& r) {
     }
     nlohmann::json j = {{"network", r.network}, {"containerID", r.container_id}, {"ifname", r.ifname},
                         {"netns", r.netns}, {"result", r.result}};
+    if (!r.result.is_null()) j["completedBoottimeNs"] = boottime_ns();
     std::string final_path = file_for(state_dir, r.network, r.container_id, r.ifname);
     std::string tmp = dir + "/.tmp-" + std::to_string(getpid()) + "-" + r.container_id;
     std::string text = j.dump();
@@ -135,6 +137,26 @@ NetworkLock::NetworkLock(const std::string& state_dir, const std::string& networ
 
 NetworkLock::~NetworkLock() {
     if (fd_ >= 0) ::close(fd_);
+}
+
+int64_t boottime_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t process_start_ns() {
+    // Field 22 of /proc/self/stat: start time in clock ticks since boot. The command
+    // name (field 2) may hold spaces, so count from the closing parenthesis.
+    std::ifstream in("/proc/self/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto rp = stat.rfind(')');
+    if (rp == std::string::npos) return boottime_ns();
+    std::istringstream rest(stat.substr(rp + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && rest >> field; ++i) {}
+    long ticks_per_s = sysconf(_SC_CLK_TCK);
+    return int64_t(std::stoll(field)) * (1000000000 / ticks_per_s);
 }
 
 bool netns_exists(const std::string& path) {

@@ -4,6 +4,7 @@
 // CHECK and DEL (as libcni's cache does), and let GC find leftovers. A record is a
 // hint: losing one never breaks DEL.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,7 +16,13 @@ namespace cni {
 struct Record {
     std::string network, container_id, ifname, netns;
     nlohmann::json result;          ///< the ADD result as printed
+    int64_t completed_ns = 0;       ///< CLOCK_BOOTTIME when ADD finished (0: intent only, in flight or died)
 };
+
+/// CLOCK_BOOTTIME now, in ns (the clock process start times are kept in).
+int64_t boottime_ns();
+/// When this process started, on the same clock, rounded down to the clock tick.
+int64_t process_start_ns();
 
 std::string records_dir(const std::string& state_dir, const std::string& network);
 /// Written atomically (temp + rename); errors are logged, not thrown.

@@ -1,4 +1,5 @@
-// SR-IOV VF attachment keys (sriov-cni's names and meanings).
+// SR-IOV VF attachment keys (sriov-cni's names and meanings, so a NAD ports over by
+// changing "type"). Every VF setting is optional: unset means untouched on ADD and DEL.
 #pragma once
 #include <optional>
 #include <string>
@@ -8,10 +9,23 @@ namespace conf {
 struct NetConf;
 
 struct SriovConf {
-    std::string device_id;                ///< VF PCI address: deviceID, else pciBusID, else runtimeConfig.deviceID
+    /// VF PCI address, lower case: deviceID (as Multus injects it), else pciBusID, else
+    /// runtimeConfig.deviceID; "" when none is given. Required by ADD only: DEL and CHECK
+    /// find the VF from its state record.
+    std::string device_id;
+    std::optional<int> vlan;              ///< vlan: 0-4094 (0 clears the tag)
+    std::optional<int> vlan_qos;          ///< vlanQoS: 0-7, needs vlan
+    std::optional<std::string> vlan_proto;    ///< vlanProto: "802.1q" or "802.1ad", needs vlan
+    std::optional<bool> spoofchk;         ///< spoofchk: "on" / "off"
+    std::optional<bool> trust;            ///< trust: "on" / "off"
+    std::optional<std::string> link_state;    ///< link_state: auto, enable, disable
+    std::optional<int> min_tx_rate;       ///< min_tx_rate: Mbps, 0 = no limit
+    std::optional<int> max_tx_rate;       ///< max_tx_rate: Mbps, 0 = no limit
+    std::optional<std::string> device_info_file;  ///< runtimeConfig.CNIDeviceInfoFile
 };
 
-/// Fills c.sriov when c.attachment is sriov; code 7 naming the key on bad values.
+/// Fills c.sriov when c.attachment is sriov; code 7 naming the key on bad values, and
+/// for VF settings given with another attachment.
 void parse_sriov(NetConf& c);
 
 }  // namespace conf

@@ -26,8 +26,10 @@ namespace {
 constexpr int kMaxDumpAttempts = 5;
 
 // Dump replies are built by the kernel in skbs of at most 32 KiB (it sizes them from our
-// recvmsg buffer), so a smaller buffer would truncate multi-part replies.
-constexpr size_t kRecvBufferSize = 32 * 1024;
+// recvmsg buffer), so a smaller buffer would truncate multi-part replies. A single reply
+// can be larger: a PF's RTM_GETLINK with VF info carries ~240 bytes per VF even without
+// stats, so 256 VFs need about 60 KiB.
+constexpr size_t kRecvBufferSize = 128 * 1024;
 
 // Requests are small: the largest (a veth pair with a nested peer) is a few hundred bytes.
 constexpr size_t kMsgBufferSize = 1024;
@@ -245,8 +247,9 @@ struct Socket::Impl {
 
     /// Sends one request and reads replies up to its ACK, error or end of dump; every
     /// other message with our sequence number goes to on_msg.
-    Reply exchange(Msg& m, const std::function<void(const nlmsghdr*)>& on_msg = {}) {
-        nlmsghdr* req = m.nlh();
+    Reply exchange(Msg& m, const std::function<void(const nlmsghdr*)>& on_msg = {}) { return exchange(m.nlh(), on_msg); }
+
+    Reply exchange(nlmsghdr* req, const std::function<void(const nlmsghdr*)>& on_msg) {
         req->nlmsg_seq = ++seq;
         Reply r;
         if (mnl_socket_sendto(nl, req, req->nlmsg_len) < 0) return {errno};
@@ -480,6 +483,21 @@ void Socket::set_alias(int index, const std::string& alias) {
 void Socket::set_netns(int index, int netns_fd) {
     impl_->modify(index, [](auto& l) { return "move link " + l + " to another netns"; },
                   [&](Msg& m, ifinfomsg*) { m.u32(IFLA_NET_NS_FD, netns_fd); });
+}
+
+void Socket::move_link(int index, int netns_fd, const std::string& name) {
+    // do_setlink moves first (using IFLA_IFNAME as the name to take if the current one is
+    // in use in the target), then renames the link, now in the target, to IFLA_IFNAME.
+    impl_->modify(index, [&](auto& l) { return "move link " + l + " to another netns as " + quoted(name); },
+                  [&](Msg& m, ifinfomsg*) {
+                      m.u32(IFLA_NET_NS_FD, netns_fd);
+                      m.str(IFLA_IFNAME, name);
+                  });
+}
+
+void Socket::request(nlmsghdr* msg, const std::string& what, const std::function<void(const nlmsghdr*)>& on_msg) {
+    msg->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+    if (Reply r = impl_->exchange(msg, on_msg); r.err) Impl::fail(what, r);
 }
 
 bool Socket::del_link(int index) {

@@ -3,6 +3,7 @@
 // extended-ack text. The socket lives in the netns of the thread that created it.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "cni/types.h"
 #include "ipam/ip.h"
 #include "netns/fd.h"
+
+struct nlmsghdr;
 
 namespace netns::nl {
 
@@ -108,6 +111,16 @@ public:
     /// Unicast routes of the main table (or `table`; 0 = every table), filtered by family
     /// (0 = both) and optionally oif.
     std::vector<RouteSpec> list_routes(int family, int oif = 0, uint32_t table = 254);
+
+    // --- moving links, prebuilt requests (netns/vf.cc) ---
+    /// Moves a link into another netns and names it `name` there, in one request: when
+    /// its current name is taken in the target the kernel takes `name` at once, so the
+    /// link never collides there. The move brings the link down.
+    void move_link(int index, int netns_fd, const std::string& name);
+    /// Sends one request built by the caller (type, flags, payload; NLM_F_REQUEST and
+    /// NLM_F_ACK are added) and passes every reply message to on_msg. A kernel error
+    /// throws like every operation here: "failed to <what>: <errno text>[: <extack>]".
+    void request(nlmsghdr* msg, const std::string& what, const std::function<void(const nlmsghdr*)>& on_msg = {});
 
 private:
     struct Impl;

@@ -1,0 +1,52 @@
+// Node labels from the Kubernetes API: the kubeconfig (Multus's or the operator's), one
+// GET of the Node over TLS with libcurl, and a small on-disk cache under stateDir so a
+// storm of ADDs does not hit the API server.
+#pragma once
+#include <chrono>
+#include <string>
+
+#include "cni/labels.h"
+
+namespace cni::kube {
+
+/// Where Multus writes its kubeconfig; used when the config has no "kubeconfig" key.
+inline constexpr const char* kMultusKubeconfig = "/etc/cni/net.d/multus.d/multus.kubeconfig";
+
+/// What one GET needs, taken from the kubeconfig's current context.
+struct Kubeconfig {
+    std::string path;                     ///< for messages
+    std::string server;                   ///< "https://10.96.0.1:443" (brackets around IPv4 removed)
+    std::string ca_pem;                   ///< CA bundle; empty: the system's
+    std::string client_cert_pem, client_key_pem;
+    std::string token;                    ///< bearer token (token or tokenFile)
+    bool insecure = false;                ///< insecure-skip-tls-verify
+};
+
+/// Parses a kubeconfig (YAML or JSON): current-context -> cluster (server,
+/// certificate-authority[-data], insecure-skip-tls-verify) and user
+/// (client-certificate[-data], client-key[-data], token, tokenFile). Relative file paths
+/// are resolved against the kubeconfig's directory. Code 7 naming the key.
+Kubeconfig parse_kubeconfig(const std::string& text, const std::string& path);
+Kubeconfig load_kubeconfig(const std::string& path);
+
+/// GET <server>/api/v1/nodes/<node> and return metadata.labels. Unreachable, timed out,
+/// 429 and 5xx are code 11 (try again later); refused credentials, an unknown node and
+/// other 4xx are code 7.
+Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chrono::milliseconds timeout);
+
+struct CacheOptions {
+    std::string state_dir;                ///< the cache lives in <state_dir>/node-labels/
+    double ttl_seconds = 60;
+    bool write = true;                    ///< false: read a fresh cache, never write (explain)
+};
+
+/// The node's labels through the cache: a fresh entry (same server, younger than the
+/// TTL) is used as is; otherwise one process at a time fetches and rewrites the entry
+/// atomically. A failure is remembered for a moment, so a storm of ADDs against an
+/// unreachable server fails fast instead of queueing on the timeout.
+Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const CacheOptions& opt);
+
+/// base64 (RFC 4648, padding optional, whitespace ignored); nullopt when malformed.
+std::optional<std::string> base64_decode(const std::string& in);
+
+}  // namespace cni::kube

@@ -1,0 +1,133 @@
+#include "netns/sysfs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include "netns/fd.h"
+
+namespace netns::sysfs {
+namespace {
+
+/// Entries of a directory (no dot files), sorted; empty when it does not exist.
+std::vector<std::string> entries(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (auto* e = ::readdir(d))
+            if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+        ::closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+/// Last component of a symlink's target; nullopt when `path` is no symlink.
+std::optional<std::string> link_basename(const std::string& path) {
+    char buf[4096];
+    ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+    if (n <= 0 || size_t(n) == sizeof buf) return std::nullopt;
+    std::string target(buf, size_t(n));
+    while (target.size() > 1 && target.back() == '/') target.pop_back();
+    return target.substr(target.rfind('/') + 1);
+}
+
+/// A small file's content without trailing whitespace.
+std::optional<std::string> read_small(const std::string& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    if (!fd) return std::nullopt;
+    char buf[4096];
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) return std::nullopt;
+    std::string s(buf, size_t(n));
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+    return s;
+}
+
+}  // namespace
+
+bool is_pci_address(const std::string& s) {
+    // dddd:bb:dd.f, with f in 0-7
+    if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.' || s[11] < '0' || s[11] > '7') return false;
+    for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9})
+        if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+    return true;
+}
+
+bool is_userspace_driver(const std::string& driver) {
+    return driver == "vfio-pci" || driver == "uio_pci_generic" || driver == "igb_uio";
+}
+
+Tree::Tree(std::string root) : root_(std::move(root)) {
+    while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+}
+
+std::string Tree::pci_path(const std::string& addr) const { return root_ + "/bus/pci/devices/" + addr; }
+
+bool Tree::pci_exists(const std::string& addr) const {
+    struct stat st {};
+    return is_pci_address(addr) && ::stat(pci_path(addr).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::vector<std::string> Tree::netdevs(const std::string& addr) const {
+    if (!is_pci_address(addr)) return {};
+    return entries(pci_path(addr) + "/net");
+}
+
+std::optional<std::string> Tree::physfn(const std::string& addr) const {
+    if (!is_pci_address(addr)) return std::nullopt;
+    auto pf = link_basename(pci_path(addr) + "/physfn");
+    if (!pf || !is_pci_address(*pf)) return std::nullopt;
+    return pf;
+}
+
+std::optional<int> Tree::vf_index(const std::string& pf, const std::string& vf) const {
+    if (!is_pci_address(pf)) return std::nullopt;
+    for (auto& e : entries(pci_path(pf))) {
+        if (e.rfind("virtfn", 0) != 0) continue;
+        int n = -1;
+        auto [end, ec] = std::from_chars(e.data() + 6, e.data() + e.size(), n);
+        if (ec != std::errc() || end != e.data() + e.size() || n < 0) continue;
+        if (link_basename(pci_path(pf) + "/" + e) == vf) return n;
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> Tree::driver(const std::string& addr) const {
+    if (!is_pci_address(addr)) return std::nullopt;
+    return link_basename(pci_path(addr) + "/driver");
+}
+
+std::optional<int> Tree::numa_node(const std::string& addr) const {
+    auto s = attribute(addr, "numa_node");
+    if (!s || s->empty()) return std::nullopt;
+    int n = 0;
+    auto [end, ec] = std::from_chars(s->data(), s->data() + s->size(), n);
+    if (ec != std::errc() || end != s->data() + s->size()) return std::nullopt;
+    return n;
+}
+
+std::vector<std::string> Tree::rdma_devices(const std::string& addr) const {
+    if (!is_pci_address(addr)) return {};
+    return entries(pci_path(addr) + "/infiniband");
+}
+
+std::optional<std::string> Tree::attribute(const std::string& addr, const std::string& name) const {
+    if (!is_pci_address(addr) || name.empty() || name.find('/') != std::string::npos || name[0] == '.')
+        return std::nullopt;
+    return read_small(pci_path(addr) + "/" + name);
+}
+
+std::optional<std::string> Tree::netdev_pci(const std::string& ifname) const {
+    if (ifname.empty() || ifname.find('/') != std::string::npos || ifname == "." || ifname == "..")
+        return std::nullopt;
+    auto pci = link_basename(root_ + "/class/net/" + ifname + "/device");
+    if (!pci || !is_pci_address(*pci)) return std::nullopt;
+    return pci;
+}
+
+}  // namespace netns::sysfs
