@@ -49,8 +49,8 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     if (!c.dns.empty()) result.dns = c.dns;
 
     auto out = result_to_json(result, c.cni_version);
-    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, out});
     failpoint("before-result");
+    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, out});
     undo.dismiss();
     return out;
 }
