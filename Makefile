@@ -11,9 +11,9 @@ JOBS          ?= $(shell nproc)
 # Debian packages we build and test with; installed only when missing.
 DEB_DEPS := cmake g++ make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev libcurl4-openssl-dev \
             openssl iproute2 iputils-ping python3 containernetworking-plugins \
-            podman runc containerd busybox-static
+            podman runc containerd busybox-static time
 
-.PHONY: all deps build release test demo install deb clean
+.PHONY: all deps build release test demo install deb bench clean
 
 all: build
 
@@ -47,6 +47,12 @@ install: release
 deb: release
 	cd $(RELEASE_BUILD) && cpack -G DEB
 	@ls $(RELEASE_BUILD)/*.deb
+
+# Side by side with Debian's reference plugins; writes bench/results/ (see README).
+bench: release
+	cmake --build $(RELEASE_BUILD) -j $(JOBS) --target bench_floor
+	/usr/bin/python3 bench/run.py --topocni $(RELEASE_BUILD)/topocni --floor $(RELEASE_BUILD)/bench_floor \
+	  --out bench/results
 
 clean:
 	rm -rf $(BUILD) $(RELEASE_BUILD)
