@@ -9,11 +9,16 @@ PREFIX        ?= /opt/cni/bin
 JOBS          ?= $(shell nproc)
 
 # Debian packages we build and test with; installed only when missing.
-DEB_DEPS := cmake g++ make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev libcurl4-openssl-dev \
+DEB_DEPS := cmake g++ clang libclang-rt-14-dev make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev libcurl4-openssl-dev \
             openssl iproute2 iputils-ping python3 containernetworking-plugins \
             podman runc containerd busybox-static time
 
-.PHONY: all deps build release test demo install deb bench clean
+SAN_BUILD     ?= build-asan
+FUZZ_BUILD    ?= build-fuzz
+FUZZ_SECONDS  ?= 60
+FUZZ_TARGETS  := $(patsubst tests/fuzz/%.cc,fuzz_%,$(wildcard tests/fuzz/*.cc))
+
+.PHONY: all deps build release test demo install deb bench fuzz-build fuzz test-sanitize clean
 
 all: build
 
@@ -35,8 +40,25 @@ release: deps
 	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release -DTOPOCNI_FAILPOINTS=OFF
 	cmake --build $(RELEASE_BUILD) -j $(JOBS) --target topocni
 
-test: build release
+# Every test: unit and integration (ctest), then each fuzz target for a few seconds.
+test: build release fuzz-build
 	cd $(BUILD) && TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure
+	tests/fuzz/run.sh $(FUZZ_BUILD) 5
+
+# The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer.
+test-sanitize: deps release
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTOPOCNI_FAILPOINTS=ON -DTOPOCNI_SANITIZE=ON
+	cmake --build $(SAN_BUILD) -j $(JOBS)
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  TOPOCNI_CHURN_CYCLES=1000 TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure
+
+# libFuzzer targets (clang), one per parser of outside input.
+fuzz-build: deps
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOPOCNI_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 demo: release
 	/usr/bin/python3 examples/demo.py $(RELEASE_BUILD)/topocni
@@ -55,4 +77,4 @@ bench: release
 	  --out bench/results
 
 clean:
-	rm -rf $(BUILD) $(RELEASE_BUILD)
+	rm -rf $(BUILD) $(RELEASE_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

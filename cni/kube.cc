@@ -1,12 +1,14 @@
 #include "cni/kube.h"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <sys/time.h>
 
 #include <cctype>
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -100,9 +102,51 @@ double now_seconds() {
     return tv.tv_sec + tv.tv_usec / 1e6;
 }
 
-void curl_init_once() {
+// libcurl is loaded on first use: linked in, it and the ~30 libraries it pulls (TLS,
+// Kerberos, LDAP, IDN...) were loaded and relocated by every plugin run, which took
+// longer than the whole ADD and doubled the RSS, while only nodeSelector with an API
+// server ever calls it.
+struct Curl {
+    decltype(&::curl_global_init) global_init;
+    decltype(&::curl_easy_init) easy_init;
+    decltype(&::curl_easy_cleanup) easy_cleanup;
+    decltype(&::curl_easy_setopt) easy_setopt;
+    decltype(&::curl_easy_perform) easy_perform;
+    decltype(&::curl_easy_getinfo) easy_getinfo;
+    decltype(&::curl_easy_strerror) easy_strerror;
+    decltype(&::curl_slist_append) slist_append;
+    decltype(&::curl_slist_free_all) slist_free_all;
+};
+
+const Curl& curl() {
     static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    static Curl api;
+    static std::string error;
+    std::call_once(once, [] {
+        void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            const char* e = ::dlerror();
+            error = e ? e : "dlopen failed";
+            return;
+        }
+        auto sym = [&](auto& fn, const char* name) {
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
+            if (!fn && error.empty()) error = std::string("libcurl.so.4 has no ") + name;
+        };
+        sym(api.global_init, "curl_global_init");
+        sym(api.easy_init, "curl_easy_init");
+        sym(api.easy_cleanup, "curl_easy_cleanup");
+        sym(api.easy_setopt, "curl_easy_setopt");
+        sym(api.easy_perform, "curl_easy_perform");
+        sym(api.easy_getinfo, "curl_easy_getinfo");
+        sym(api.easy_strerror, "curl_easy_strerror");
+        sym(api.slist_append, "curl_slist_append");
+        sym(api.slist_free_all, "curl_slist_free_all");
+        if (error.empty()) api.global_init(CURL_GLOBAL_DEFAULT);
+    });
+    if (!error.empty())
+        fail_internal("cannot load libcurl (needed to read node labels from the Kubernetes API): " + error);
+    return api;
 }
 
 size_t collect(char* data, size_t size, size_t n, void* user) {
@@ -146,9 +190,15 @@ std::optional<json> read_cache(const std::string& path) {
     return std::nullopt;
 }
 
+/// A string member, or "" when absent or of another type (the cache may be corrupt).
+std::string str_member(const json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 /// Labels of a cache entry that belongs to `server` and is younger than `ttl`.
 std::optional<Labels> fresh(const std::optional<json>& c, const std::string& server, double ttl, double now) {
-    if (!c || c->value("server", "") != server) return std::nullopt;
+    if (!c || str_member(*c, "server") != server) return std::nullopt;
     auto at = c->find("fetchedAt");
     auto labels = c->find("labels");
     if (at == c->end() || !at->is_number() || labels == c->end() || !labels->is_object()) return std::nullopt;
@@ -211,7 +261,9 @@ Kubeconfig parse_kubeconfig(const std::string& text, const std::string& path) {
     if (ctx_name.empty()) {
         // kubectl needs a current context; one lone context is unambiguous.
         auto it = root.find("contexts");
-        if (it != root.end() && it->is_array() && it->size() == 1 && (*it)[0].value("name", json()).is_string())
+        // (Found by fuzzing: the lone entry may be null or a scalar, where value() throws.)
+        if (it != root.end() && it->is_array() && it->size() == 1 && (*it)[0].is_object() &&
+            (*it)[0].value("name", json()).is_string())
             ctx_name = (*it)[0]["name"].get<std::string>();
         else bad(what, "current-context: missing");
     }
@@ -264,11 +316,11 @@ Kubeconfig load_kubeconfig(const std::string& path) {
 }
 
 Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chrono::milliseconds timeout) {
-    curl_init_once();
-    std::unique_ptr<CURL, void (*)(CURL*)> h(curl_easy_init(), curl_easy_cleanup);
+    const Curl& api = curl();
+    std::unique_ptr<CURL, void (*)(CURL*)> h(api.easy_init(), api.easy_cleanup);
     if (!h) fail_internal("failed to initialise libcurl");
-    std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers(nullptr, curl_slist_free_all);
-    auto add_header = [&](const std::string& s) { headers.reset(curl_slist_append(headers.release(), s.c_str())); };
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers(nullptr, api.slist_free_all);
+    auto add_header = [&](const std::string& s) { headers.reset(api.slist_append(headers.release(), s.c_str())); };
     add_header("Accept: application/json");
     if (!kc.token.empty()) add_header("Authorization: Bearer " + kc.token);
 
@@ -276,38 +328,38 @@ Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chr
     std::string body;
     char err[CURL_ERROR_SIZE] = {};
     CURL* c = h.get();
-    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout.count()));
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "topocni/" TOPOCNI_VERSION);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+    api.easy_setopt(c, CURLOPT_URL, url.c_str());
+    api.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
+    api.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    api.easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+    api.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout.count()));
+    api.easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+    api.easy_setopt(c, CURLOPT_USERAGENT, "topocni/" TOPOCNI_VERSION);
+    api.easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    api.easy_setopt(c, CURLOPT_WRITEDATA, &body);
+    api.easy_setopt(c, CURLOPT_ERRORBUFFER, err);
     // The PEM blobs are copied by libcurl, so nothing has to outlive this call.
     if (!kc.ca_pem.empty()) {
         curl_blob ca{const_cast<char*>(kc.ca_pem.data()), kc.ca_pem.size(), CURL_BLOB_COPY};
-        curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+        api.easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
     }
     if (!kc.client_cert_pem.empty()) {
         curl_blob cert{const_cast<char*>(kc.client_cert_pem.data()), kc.client_cert_pem.size(), CURL_BLOB_COPY};
         curl_blob key{const_cast<char*>(kc.client_key_pem.data()), kc.client_key_pem.size(), CURL_BLOB_COPY};
-        curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
-        curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-        curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
-        curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+        api.easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
+        api.easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+        api.easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
+        api.easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
     }
     if (kc.insecure) {
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+        api.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+        api.easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
     }
 
-    CURLcode rc = curl_easy_perform(c);
+    CURLcode rc = api.easy_perform(c);
     std::string where = "GET " + url;
     if (rc != CURLE_OK) {
-        std::string why = err[0] ? err : curl_easy_strerror(rc);
+        std::string why = err[0] ? err : api.easy_strerror(rc);
         switch (rc) {
             case CURLE_PEER_FAILED_VERIFICATION:
             case CURLE_SSL_CACERT_BADFILE:
@@ -320,7 +372,7 @@ Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chr
         }
     }
     long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    api.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     std::string code = "HTTP " + std::to_string(status);
     if (status == 401 || status == 403)
         throw Error(kInvalidConfig, "kubeconfig '" + kc.path + "': the API server refused the credentials (" + code +
@@ -359,13 +411,17 @@ Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const C
     auto cached = read_cache(path);
     double now = now_seconds();
     if (auto hit = fresh(cached, kc.server, opt.ttl_seconds, now)) return *hit;
-    if (cached && cached->value("server", "") == kc.server && cached->contains("failedAt") &&
+    if (cached && str_member(*cached, "server") == kc.server && cached->contains("failedAt") &&
         (*cached)["failedAt"].is_number()) {
         double age = now - (*cached)["failedAt"].get<double>();
         if (age >= 0 && age < kRememberFailureSeconds)
-            throw Error(cached->value("code", static_cast<int>(kTryAgainLater)),
-                        cached->value("error", std::string("Kubernetes API unreachable")) + " (" +
+        {
+            auto code = cached->find("code");
+            std::string err = str_member(*cached, "error");
+            throw Error(code != cached->end() && code->is_number_integer() ? code->get<int>() : int(kTryAgainLater),
+                        (err.empty() ? std::string("Kubernetes API unreachable") : err) + " (" +
                             std::to_string(static_cast<int>(std::ceil(age))) + " s ago, not retried yet)");
+        }
     }
     json entry = {{"node", node}, {"server", kc.server}};
     try {

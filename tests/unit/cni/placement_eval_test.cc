@@ -147,10 +147,14 @@ TEST_CASE("evaluate: numaPolicy compares the device's NUMA node with the pod's C
     CHECK(v.warning);
 
     SUBCASE("unknown topology: allowed with a warning, or denied") {
-        for (auto [dev, uid, why] : {std::tuple{"0000:05:00.0", kUid, "PCI device 0000:05:00.0 reports NUMA node -1"},
+        for (auto [dev_, uid_, why_] : {std::tuple{"0000:05:00.0", kUid, "PCI device 0000:05:00.0 reports NUMA node -1"},
                                      std::tuple{"0000:03:02.0", "nobody", "pod nobody has no exclusive CPUs"},
                                      std::tuple{"0000:03:02.0", "", "no K8S_POD_UID"},
                                      std::tuple{"0000:09:00.0", kUid, "has no NUMA node in sysfs"}}) {
+            // Plain copies: clang 14 cannot capture structured bindings (CAPTURE does).
+            const char* dev = dev_;
+            const char* uid = uid_;
+            const char* why = why_;
             CAPTURE(why);
             auto a = policy("single-numa-node", dev, uid);
             CHECK(a.pass);

@@ -95,7 +95,10 @@ TEST_CASE("sriov conf: VF settings keep sriov-cni's names, ranges and dependenci
             {{{"min_tx_rate", 500}, {"max_tx_rate", 100}}, "min_tx_rate: 500 exceeds max_tx_rate 100"},
             {{{"runtimeConfig", {{"CNIDeviceInfoFile", "relative/path"}}}}, "runtimeConfig.CNIDeviceInfoFile: "},
         };
-        for (auto& [extra, prefix] : cases) {
+        for (auto& c : cases) {
+            // Named copies: clang 14 cannot capture structured bindings (CAPTURE does).
+            auto& extra = std::get<0>(c);
+            auto& prefix = std::get<1>(c);
             CAPTURE(extra.dump());
             CHECK(refusal(with(base(), extra)).starts_with(prefix));
         }

@@ -1,0 +1,5 @@
+// The network config from stdin, with ipam, nodeSelector, topology, sriov and delegate keys.
+#include "conf/netconf.h"
+#include "fuzz.h"
+
+TOPOCNI_FUZZ_TARGET(conf::parse(input, {}))

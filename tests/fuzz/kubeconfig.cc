@@ -1,0 +1,9 @@
+// kubeconfig files (YAML or JSON) and NAD manifests in YAML.
+#include "cni/kube.h"
+#include "cni/yaml.h"
+#include "fuzz.h"
+
+TOPOCNI_FUZZ_TARGET({
+    try { (void)cni::parse_yaml(input, "fuzz"); } catch (const cni::Error&) {}
+    (void)cni::kube::parse_kubeconfig(input, "fuzz");
+})
