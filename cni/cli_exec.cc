@@ -16,6 +16,7 @@
 #include "cni/cli.h"
 #include "cni/error.h"
 #include "cni/records.h"
+#include "cni/yaml.h"
 
 extern char** environ;
 
@@ -33,7 +34,9 @@ nlohmann::json load_config(const std::string& path) {
     std::stringstream ss;
     ss << in.rdbuf();
     auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-    if (!j.is_object()) throw Error(kDecodingFailure, "config file '" + path + "' is not a JSON object");
+    // Not JSON: a NetworkAttachmentDefinition manifest in YAML, as kubectl takes it.
+    if (j.is_discarded()) j = parse_yaml(ss.str(), "config file '" + path + "'");
+    if (!j.is_object()) throw Error(kDecodingFailure, "config file '" + path + "' is not a JSON or YAML object");
     // A NetworkAttachmentDefinition in JSON: its spec.config holds the CNI config as a string.
     if (j.contains("spec") && j["spec"].is_object() && j["spec"].contains("config") && j["spec"]["config"].is_string()) {
         j = nlohmann::json::parse(j["spec"]["config"].get<std::string>(), nullptr, false);
@@ -46,7 +49,8 @@ nlohmann::json load_config(const std::string& path) {
         if (p.is_object() && p.value("type", "") == "topocni") {
             nlohmann::json c = p;
             c["name"] = j.value("name", "");
-            c["cniVersion"] = j.value("cniVersion", "");
+            // No cniVersion in the list: leave it out, which the spec reads as 0.1.0.
+            if (j.contains("cniVersion")) c["cniVersion"] = j["cniVersion"];
             return c;
         }
     }
@@ -110,7 +114,9 @@ int run_exec(const ExecOptions& o) {
     if (!o.cap_args.empty()) {
         auto caps = nlohmann::json::parse(o.cap_args, nullptr, false);
         if (!caps.is_object()) throw Error(kInvalidConfig, "--cap-args: not a JSON object");
-        nlohmann::json rc = nlohmann::json::object();
+        // Merged into what the file has, capability args winning (libcni injects them).
+        nlohmann::json rc = conf.contains("runtimeConfig") && conf["runtimeConfig"].is_object()
+                                ? conf["runtimeConfig"] : nlohmann::json::object();
         auto declared = conf.value("capabilities", nlohmann::json::object());
         for (auto& [k, v] : caps.items()) {
             if (declared.is_object() && declared.value(k, false)) rc[k] = v;

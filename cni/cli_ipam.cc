@@ -89,6 +89,7 @@ void add_ipam(CLI::App& app, int& status) {
     auto o = std::make_shared<IpamOptions>();
     auto* cmd = app.add_subcommand("ipam", "List and clean up host-local IPAM reservations of a network");
     cmd->require_subcommand(1);
+    cmd->footer("Examples:\n  topocni ipam list --network sriov-net\n  topocni ipam gc --network sriov-net --dry-run");
     auto common = [&](CLI::App* sub) {
         sub->add_option("--network", o->network, "network name (the config's \"name\")")->required();
         sub->add_option("--data-dir", o->data_dir, "host-local dataDir")->capture_default_str();

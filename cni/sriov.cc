@@ -270,12 +270,18 @@ public:
             bool valid = false;
             for (auto& v : *c.valid_attachments)
                 valid = valid || (v.container_id == found.owner.container_id && v.ifname == found.owner.ifname);
-            // A live netns means the runtime still runs the pod: leave it to its DEL.
-            if (valid || netns_exists(found.owner.netns)) continue;
+            if (valid) continue;
+            // Not valid: the runtime no longer knows the attachment (e.g. an ADD killed
+            // half-way). Its netns may still exist; take the VF back from it as DEL would.
             failures.run([&] {
                 lock(store, found.pci);
                 auto rec = store.read(found.pci);
-                if (rec && rec->owner.same_attachment(found.owner)) restore(*rec, ctx.host, nullptr, tree, store);
+                if (!rec || !rec->owner.same_attachment(found.owner)) return;
+                std::optional<netns::Handle> pod;
+                if (netns_exists(rec->owner.netns)) {
+                    try { pod.emplace(netns::Handle::open(rec->owner.netns)); } catch (const Error&) {}
+                }
+                restore(*rec, ctx.host, pod ? &*pod : nullptr, tree, store);
             });
         }
         failures.raise("failed to release SR-IOV VFs");

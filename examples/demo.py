@@ -74,7 +74,8 @@ try:
     d = os.path.join(conf["ipam"]["dataDir"], conf["name"])
     for f in sorted(os.listdir(d)):
         if not f.startswith(".") and f != "lock":
-            print(f"  {f}: {open(os.path.join(d, f)).read()!r}")
+            with open(os.path.join(d, f), newline="") as fh:   # keep host-local's \r\n visible
+                print(f"  {f}: {fh.read()!r}")
 
     step("CHECK against the ADD result")
     cni("CHECK", dict(conf, prevResult=result))

@@ -55,11 +55,16 @@ IpNet req_cidr(const json& obj, const std::string& key, const std::string& path)
     return *n;
 }
 
-std::optional<int> opt_int(const json& obj, const std::string& key, const std::string& path) {
+std::optional<int> opt_int(const json& obj, const std::string& key, const std::string& path, long long lo,
+                           long long hi) {
     const json* v = member(obj, key);
     if (!v) return std::nullopt;
     if (!v->is_number_integer()) bad(path, "expected an integer");
-    return v->get<int>();
+    // Range-checked before narrowing: a huge value must not wrap into a valid-looking one.
+    if (v->is_number_unsigned() ? v->get<unsigned long long>() > static_cast<unsigned long long>(hi)
+                                : (v->get<long long>() < lo || v->get<long long>() > hi))
+        bad(path, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return static_cast<int>(v->get<long long>());
 }
 
 // Checks the subnet the way Range.Canonicalize does: room for at least two addresses,
@@ -186,11 +191,11 @@ cni::Route parse_route(const json& j, const std::string& path) {
     cni::Route r;
     r.dst = req_cidr(j, "dst", path + ".dst");
     r.gw = opt_ip(j, "gw", path + ".gw");
-    r.mtu = opt_int(j, "mtu", path + ".mtu");
-    r.advmss = opt_int(j, "advmss", path + ".advmss");
-    r.priority = opt_int(j, "priority", path + ".priority");
-    r.table = opt_int(j, "table", path + ".table");
-    r.scope = opt_int(j, "scope", path + ".scope");
+    r.mtu = opt_int(j, "mtu", path + ".mtu", 0, 65535);
+    r.advmss = opt_int(j, "advmss", path + ".advmss", 0, 65535);
+    r.priority = opt_int(j, "priority", path + ".priority", 0, 0x7fffffff);
+    r.table = opt_int(j, "table", path + ".table", 0, 0x7fffffff);
+    r.scope = opt_int(j, "scope", path + ".scope", 0, 255);
     return r;
 }
 

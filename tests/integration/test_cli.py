@@ -86,6 +86,34 @@ class Cli(NetnsTestCase):
         self.assertEqual(cli("exec", "del", "--config", f, "--netns", path, "--container-id", "capx",
                              ns=self.node).returncode, 0)
 
+    def test_usage_errors_exit_2_and_help_exits_0(self):
+        self.assertEqual(cli("exec", "frob", "--config", "x").returncode, 2)
+        self.assertEqual(cli("nosuchcommand").returncode, 2)
+        self.assertEqual(cli("--help").returncode, 0)
+
+    def test_every_example_config_and_nad_is_readable(self):
+        ex = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+        files = [f for f in os.listdir(ex) if f.endswith((".conf", ".conflist", "-nad.yaml"))]
+        self.assertGreaterEqual(len(files), 9)
+        for f in files:
+            with self.subTest(example=f):
+                p = cli("explain", "--config", os.path.join(ex, f), "--node-labels", "/dev/null")
+                self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)   # 2 = unreadable
+                if f.endswith("-nad.yaml"):
+                    self.assertIn("nodeSelector", p.stdout, "each NAD example carries placement constraints")
+
+    def test_exec_takes_a_nad_manifest_in_yaml(self):
+        pod, path = self.make_pod()
+        conf = self.conf()
+        nad = ("apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata:\n  name: x\n"
+               "spec:\n  config: |\n    " + json.dumps(conf) + "\n")
+        f = self.write("nad.yaml", nad)
+        add = cli("exec", "add", "--config", f, "--netns", path, ns=self.node)
+        self.assertEqual(add.returncode, 0, add.stdout + add.stderr)
+        self.assertIn("eth0", self.links(pod))
+        self.assertEqual(cli("exec", "del", "--config", f, "--netns", path, ns=self.node).returncode, 0)
+        self.assertEqual(set(self.links(pod)), {"lo"})
+
     def test_ipam_list_release_and_gc_know_which_owners_are_gone(self):
         conf = self.conf()
         pods = [self.make_pod() for _ in range(3)]

@@ -36,7 +36,18 @@ class Hostile(NetnsTestCase):
         self.assertOk(self.run_plugin("ADD", self.conf(), container_id="existing", netns=self.path0))
         self.pod, self.path = self.make_pod()
         self.regular_file = os.path.join(self.tmp, "not-a-netns")
-        open(self.regular_file, "w").write("x")
+        with open(self.regular_file, "w") as f:
+            f.write("x")
+        self.kubeconfig = os.path.join(self.tmp, "kubeconfig")
+        with open(self.kubeconfig, "w") as f:
+            f.write("apiVersion: v1\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"
+                    "    certificate-authority: /nonexistent/ca.crt\nusers:\n- name: u\n  user:\n"
+                    "    client-certificate: /nonexistent/c.crt\n    client-key: /nonexistent/c.key\n"
+                    "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n")
+        self.kubelet = os.path.join(self.tmp, "kubelet")
+        os.makedirs(self.kubelet)
+        with open(os.path.join(self.kubelet, "cpu_manager_state"), "w") as f:
+            f.write('{"policyName":"static","entries":{"u1":{"c":"2-')   # truncated
 
     def kernel_state(self):
         """What a plugin could change; not what the kernel changes by itself (DAD, operstate)."""
@@ -155,6 +166,21 @@ class Hostile(NetnsTestCase):
             ("gc with a bad valid list", dict(c(), **{"cni.dev/valid-attachments": [{"ifname": "x"}]}),
              {"CNI_COMMAND": "GC"}, 7, "containerID"),
             ("ifname already exists in the pod", c(), {"CNI_NETNS": self.path0}, 105, "eth0"),
+            ("deviceID traversal", c(ipam=False, attachment="sriov", deviceID="../../etc"), {}, 7, "deviceID"),
+            ("deviceID not a pci address", c(ipam=False, attachment="sriov", deviceID="eth0"), {}, 7, "deviceID"),
+            ("vlan out of range", c(ipam=False, attachment="sriov", deviceID="0000:03:02.0", vlan=5000), {}, 7, "vlan"),
+            ("vlan negative", c(ipam=False, attachment="sriov", deviceID="0000:03:02.0", vlan=-1), {}, 7, "vlan"),
+            ("tx rate negative", c(ipam=False, attachment="sriov", deviceID="0000:03:02.0", max_tx_rate=-5), {}, 7,
+             "max_tx_rate"),
+            ("kubeconfig naming missing files", c(kubeconfig=self.kubeconfig, nodeSelector={"a": "b"}), {}, 7,
+             "/nonexistent/ca.crt"),
+            ("truncated cpu_manager_state", mv(kubeletRootDir=self.kubelet, kubeconfig="",
+                                                topology={"numaPolicy": "single-numa-node", "unknownTopology": "deny"}),
+             {"CNI_ARGS": "K8S_POD_UID=u1"}, 100, "cpu_manager_state"),
+            ("selector operator unknown", c(kubeconfig="", nodeSelector={"matchExpressions": [
+                {"key": "a", "operator": "Near"}]}), {}, 7, "nodeSelector.matchExpressions[0].operator"),
+            ("numaPolicy unknown", mv(topology={"numaPolicy": "strict"}), {}, 7, "topology.numaPolicy"),
+            ("route table negative", ipam(routes=[{"dst": "0.0.0.0/0", "table": -5}]), {}, 7, "table"),
         ]
 
     def test_every_hostile_input_is_refused_and_changes_nothing(self):
