@@ -85,7 +85,8 @@ try:
     cni("DEL", dict(conf, prevResult=result))
     cni("DEL", dict(conf, prevResult=result))
     left = [f for f in os.listdir(d) if not f.startswith(".") and f != "lock" and not f.startswith("last_")]
-    print(f"links in node netns: {sh('ip', '-br', 'link', ns=node, show=False).split()[0::3]}")
+    links = [line.split()[0] for line in sh("ip", "-br", "link", ns=node, show=False).splitlines()]
+    print(f"links in node netns: {links}")
     print(f"reservations left: {left}")
     print("\ndemo finished: attached, verified, detached, nothing left")
 finally:
