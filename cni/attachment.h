@@ -38,6 +38,9 @@ public:
     virtual void gc(Context&) {}
 };
 
+/// CHECK: the prevResult interface named CNI_IFNAME in sandbox CNI_NETNS (kCheckFailed if none).
+const Interface& expected_pod_interface(const Context& ctx, const Result& prev);
+
 std::unique_ptr<Attachment> make_attachment(const conf::NetConf& c);
 std::unique_ptr<Attachment> make_veth();
 std::unique_ptr<Attachment> make_macvlan();

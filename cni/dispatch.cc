@@ -65,6 +65,12 @@ std::unique_ptr<Attachment> make_attachment(const conf::NetConf& c) {
     }
 }
 
+const Interface& expected_pod_interface(const Context& ctx, const Result& prev) {
+    for (auto& i : prev.interfaces)
+        if (i.name == ctx.env.ifname && i.sandbox == ctx.env.netns) return i;
+    throw Error(kCheckFailed, "prevResult has no interface '" + ctx.env.ifname + "' in sandbox '" + ctx.env.netns + "'");
+}
+
 int plugin_main() {
     std::string version;   // for the error object; the config's when we got that far
     try {

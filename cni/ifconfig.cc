@@ -77,6 +77,15 @@ void configure_pod_ips(nl::Socket& s, int ifindex, const std::string& ifname, co
     (void)ifname;
 }
 
+nl::Link pod_link(nl::Socket& s, const std::string& ifname, const std::string& kind) {
+    auto l = s.get_link(ifname);
+    if (!l) throw Error(kCheckFailed, "interface '" + ifname + "' is missing in the pod netns");
+    if (!kind.empty() && l->kind != kind)
+        throw Error(kCheckFailed, "interface '" + ifname + "' is a " + (l->kind.empty() ? "device" : l->kind) +
+                                      ", not a " + kind);
+    return *l;
+}
+
 void check_pod_ips(nl::Socket& s, int ifindex, const std::string& ifname, const Result& r, Routing mode) {
     auto addrs = s.list_addrs(AF_UNSPEC, ifindex);
     for (auto& ip : r.ips) {

@@ -18,6 +18,9 @@ enum class Routing {
 void configure_pod_ips(netns::nl::Socket& s, int ifindex, const std::string& ifname, const Result& r, Routing mode);
 /// Throws kCheckFailed naming the first address or route of `r` that is missing.
 void check_pod_ips(netns::nl::Socket& s, int ifindex, const std::string& ifname, const Result& r, Routing mode);
+/// CHECK: the link `ifname` in the socket's netns, of `kind` ("" = any); kCheckFailed
+/// naming the interface when it is missing or of another kind.
+netns::nl::Link pod_link(netns::nl::Socket& s, const std::string& ifname, const std::string& kind);
 /// Enables IPv6 on lo and the interface when the result has v6 addresses (new netns may
 /// start with disable_ipv6=1), and keeps v6 addresses across down/up.
 void enable_ipv6_if_needed(const std::string& ifname, const Result& r);

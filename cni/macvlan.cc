@@ -118,19 +118,10 @@ public:
     void check(Context& ctx, const Result& prev) override {
         const auto& c = ctx.conf;
         preflight(ctx);   // the master must still exist and fit the MTU
-        const Interface* want = nullptr;
-        for (auto& i : prev.interfaces)
-            if (i.name == ctx.env.ifname && i.sandbox == ctx.env.netns) want = &i;
-        if (!want)
-            throw Error(kCheckFailed, "prevResult has no interface '" + ctx.env.ifname + "' in sandbox '" +
-                                          ctx.env.netns + "'");
+        const Interface* want = &expected_pod_interface(ctx, prev);
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
-            auto l = s.get_link(ctx.env.ifname);
-            if (!l) throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is missing in the pod netns");
-            if (l->kind != "macvlan")
-                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is a " +
-                                              (l->kind.empty() ? "device" : l->kind) + ", not a macvlan");
+            auto l = std::optional<nl::Link>(pod_link(s, ctx.env.ifname, "macvlan"));
             if (l->macvlan_mode != macvlan_mode_value(c.macvlan_mode))
                 throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not in macvlan mode " + c.macvlan_mode);
             if (l->link != master_.index)

@@ -21,7 +21,7 @@ struct Record {
 
 /// CLOCK_BOOTTIME now, in ns (the clock process start times are kept in).
 int64_t boottime_ns();
-/// When this process started, on the same clock, rounded down to the clock tick.
+/// When this process started (before main), on the same clock.
 int64_t process_start_ns();
 
 std::string records_dir(const std::string& state_dir, const std::string& network);

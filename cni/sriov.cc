@@ -240,16 +240,10 @@ public:
         check_pf_settings(*rec);
         if (rec->dpdk) return;
 
-        const Interface* want = nullptr;
-        for (auto& i : prev.interfaces)
-            if (i.name == ctx.env.ifname && i.sandbox == ctx.env.netns) want = &i;
-        if (!want)
-            throw Error(kCheckFailed, "prevResult has no interface '" + ctx.env.ifname + "' in sandbox '" +
-                                          ctx.env.netns + "'");
+        const Interface* want = &expected_pod_interface(ctx, prev);
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
-            auto l = s.get_link(ctx.env.ifname);
-            if (!l) throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is missing in the pod netns");
+            auto l = std::optional<nl::Link>(pod_link(s, ctx.env.ifname, ""));
             if (!is_vf(s, *l, rec->pci, true))
                 throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not VF " + rec->pci);
             if (!want->mac.empty() && l->mac != lower(want->mac))

@@ -88,21 +88,12 @@ public:
     void check(Context& ctx, const Result& prev) override {
         const auto& c = ctx.conf;
         std::string host_name = host_link_name(ctx.env.container_id, ctx.env.ifname);
-        const Interface* want = nullptr;
-        for (auto& i : prev.interfaces)
-            if (i.name == ctx.env.ifname && i.sandbox == ctx.env.netns) want = &i;
-        if (!want)
-            throw Error(kCheckFailed, "prevResult has no interface '" + ctx.env.ifname + "' in sandbox '" +
-                                          ctx.env.netns + "'");
+        const Interface* want = &expected_pod_interface(ctx, prev);
         Routing mode = c.bridge ? Routing::Subnet : Routing::PointToPoint;
         int pod_index = 0;
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
-            auto l = s.get_link(ctx.env.ifname);
-            if (!l) throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is missing in the pod netns");
-            if (l->kind != "veth")
-                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is a " +
-                                              (l->kind.empty() ? "device" : l->kind) + ", not a veth");
+            auto l = std::optional<nl::Link>(pod_link(s, ctx.env.ifname, "veth"));
             if (!want->mac.empty() && l->mac != want->mac)
                 throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' has MAC " + l->mac + ", prevResult says " +
                                               want->mac);

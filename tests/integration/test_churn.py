@@ -6,6 +6,7 @@ import subprocess
 import os
 import random
 import threading
+import time
 
 from cnitest import BIN, NetnsTestCase, main, sh
 
@@ -118,6 +119,7 @@ class Churn(NetnsTestCase):
                                                        for c, (p, i) in started.items()]
                     proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{self.node}", BIN], env=env,
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                    time.sleep(0.02)   # let GC start before new ADDs may begin
                 out, _ = proc.communicate(json.dumps(gc))
                 if proc.returncode != 0:
                     errors.append(("GC", out[-300:]))
