@@ -35,6 +35,19 @@ class Macvlan(NetnsTestCase):
             self.assertEqual(set(self.links(ns)), {"lo"})
         self.assertEqual(self.ipam_files(conf["name"]), [])
 
+    def test_private_mode_stops_pods_on_one_master_from_reaching_each_other(self):
+        conf = self.conf(attachment="macvlan", master=self.master, mode="private")
+        pods = [self.make_pod() for _ in range(2)]
+        ips = []
+        for i, (ns, path) in enumerate(pods):
+            out = self.run_plugin("ADD", conf, container_id=f"pv{i}", netns=path)
+            self.assertOk(out)
+            ips.append(out.json["ips"][0]["address"].split("/")[0])
+        self.assertFalse(self.ping(pods[0][0], ips[1]), "private mode must isolate macvlans on one master")
+        for i, (ns, path) in enumerate(pods):
+            self.assertOk(self.run_plugin("DEL", conf, container_id=f"pv{i}", netns=path))
+        self.assertEqual(self.ipam_files(conf["name"]), [])
+
     def test_mode_mac_and_mtu_are_set_at_creation(self):
         conf = self.conf(attachment="macvlan", master=self.master, mode="private", mtu=1400,
                          mac="02:aa:00:00:00:01")
