@@ -224,6 +224,10 @@ void parse_files(Config& c, const json& ipam) {
         c.data_dir = *d;
     }
     if (auto r = opt_string(ipam, "resolvConf", "ipam.resolvConf"); r && !r->empty()) c.resolv_conf = *r;
+    if (const json* f = member(ipam, "fsync")) {
+        if (!f->is_boolean()) bad("ipam.fsync", "expected true or false");
+        c.fsync = f->get<bool>();
+    }
 }
 
 }  // namespace

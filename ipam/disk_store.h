@@ -20,8 +20,9 @@ namespace ipam {
 class DiskStore final : public Store {
 public:
     /// Creates `dir` (0755) when missing, takes its lock within `lock_timeout` (else
-    /// code 11) and removes temp files a crashed run left behind.
-    DiskStore(std::string dir, std::chrono::milliseconds lock_timeout);
+    /// code 11) and removes temp files a crashed run left behind. `durable`: reserve and
+    /// remove return only once the change would survive a power loss (ipam.fsync).
+    DiskStore(std::string dir, std::chrono::milliseconds lock_timeout, bool durable = false);
 
     bool taken(const IpAddr& ip) override;
     std::optional<Reservation> holder(const IpAddr& ip) override;
@@ -41,7 +42,8 @@ private:
     std::string path(const std::string& name) const { return dir_ + "/" + name; }
     std::string owners_path(const std::string& name) const { return dir_ + "/.topocni/owners/" + name; }
     std::string tmp_path(const std::string& name) const { return dir_ + "/.topocni/tmp/" + name; }
-    std::string write_temp(std::string_view content);
+    std::string write_temp(std::string_view content, bool sync);
+    void replace(const std::string& tmp, int to_fd, const std::string& name, const std::string& shown);
     void clear_temps();
     std::optional<OwnerIndex> load_index(const Owner& owner);
     void save_index(const OwnerIndex& idx);
@@ -54,6 +56,7 @@ private:
     FileLock lock_;
     UniqueFd dir_fd_, owners_fd_, tmp_fd_;
     unsigned seq_ = 0;
+    bool durable_ = false;
 };
 
 }  // namespace ipam

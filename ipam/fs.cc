@@ -53,7 +53,7 @@ std::optional<std::string> read_at(int at, const std::string& name, const std::s
     return out;
 }
 
-void create_synced(int at, const std::string& name, std::string_view data, const std::string& shown) {
+void create_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable) {
     UniqueFd fd(::openat(at, name.c_str(), O_RDWR | O_EXCL | O_CREAT | O_CLOEXEC, 0600));
     if (!fd) fail_io("create", shown, errno);
     while (!data.empty()) {
@@ -62,7 +62,7 @@ void create_synced(int at, const std::string& name, std::string_view data, const
         if (n < 0) fail_io("write", shown, errno);
         data.remove_prefix(static_cast<size_t>(n));
     }
-    sync(fd.get(), shown);
+    if (durable) sync(fd.get(), shown);
 }
 
 bool exists_at(int at, const std::string& name, const std::string& shown) {

@@ -21,8 +21,8 @@ UniqueFd open_dir(int at, const std::string& name, const std::string& shown);
 UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mode_t mode);
 /// Up to `max` bytes of a file; nullopt when it does not exist. Symlinks are not followed.
 std::optional<std::string> read_at(int at, const std::string& name, const std::string& shown, size_t max = 4096);
-/// Creates `name` exclusively (0600), writes `data` and fsyncs it.
-void create_synced(int at, const std::string& name, std::string_view data, const std::string& shown);
+/// Creates `name` exclusively (0600) and writes `data`; fsyncs it when `durable`.
+void create_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable);
 /// Whether `name` exists under `at` (any file type).
 bool exists_at(int at, const std::string& name, const std::string& shown);
 /// unlinkat; a missing file is not an error.

@@ -45,13 +45,13 @@ cni::Result HostLocal::allocate(const Owner& owner, const std::vector<IpAddr>& r
     res.routes = cfg_.routes;
     // Read before reserving anything: a bad resolvConf then leaves nothing to undo.
     if (cfg_.resolv_conf) res.dns = parse_resolv_conf(*cfg_.resolv_conf);
-    DiskStore store(dir(), cfg_.lock_timeout);
+    DiskStore store(dir(), cfg_.lock_timeout, cfg_.fsync);
     res.ips = Allocator(cfg_.ranges, store).allocate(normalized(owner), requested);
     return res;
 }
 
 void HostLocal::release(const Owner& owner) {
-    DiskStore store(dir(), cfg_.lock_timeout);
+    DiskStore store(dir(), cfg_.lock_timeout, cfg_.fsync);
     store.release(normalized(owner));
 }
 
@@ -67,7 +67,7 @@ std::vector<Reservation> HostLocal::find(const Owner& owner) {
 std::vector<Reservation> HostLocal::gc(const std::vector<Owner>& valid) {
     std::vector<Owner> owners;
     for (auto& o : valid) owners.push_back(normalized(o));
-    DiskStore store(dir(), cfg_.lock_timeout);
+    DiskStore store(dir(), cfg_.lock_timeout, cfg_.fsync);
     return collect_garbage(store, owners);
 }
 

@@ -29,6 +29,7 @@ struct Config {
     std::string data_dir = "/var/lib/cni/networks";
     std::optional<std::string> resolv_conf;
     std::chrono::milliseconds lock_timeout{10000};
+    bool fsync = false;                     ///< make reservations survive a power loss (see disk_store.cc)
 };
 
 /// Parses the "ipam" object of a network config. `whole` is the full config (for
