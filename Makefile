@@ -50,7 +50,7 @@ test-sanitize: deps release
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTOPOCNI_FAILPOINTS=ON -DTOPOCNI_SANITIZE=ON
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  TOPOCNI_CHURN_CYCLES=1000 TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure
+	  TOPOCNI_CHURN_CYCLES=500 TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure
 
 # libFuzzer targets (clang), one per parser of outside input.
 fuzz-build: deps
