@@ -420,7 +420,7 @@ Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const C
             std::string err = str_member(*cached, "error");
             throw Error(code != cached->end() && code->is_number_integer() ? code->get<int>() : int(kTryAgainLater),
                         (err.empty() ? std::string("Kubernetes API unreachable") : err) + " (" +
-                            std::to_string(static_cast<int>(std::ceil(age))) + " s ago, not retried yet)");
+                            std::to_string(static_cast<int>(age) + (age > static_cast<int>(age) ? 1 : 0)) + " s ago, not retried yet)");
         }
     }
     json entry = {{"node", node}, {"server", kc.server}};

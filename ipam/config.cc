@@ -215,7 +215,11 @@ std::chrono::milliseconds parse_lock_timeout(const json& ipam) {
     if (!v->is_number()) bad("ipam.lockTimeout", "expected a number of seconds");
     double s = v->get<double>();
     if (!(s > 0) || s > 3600) bad("ipam.lockTimeout", "must be more than 0 and at most 3600 seconds");
-    return std::chrono::milliseconds(static_cast<long long>(std::ceil(s * 1000)));
+    // Rounded up by hand rather than with std::ceil: this was the binary's only use of
+    // libm, which then no longer has to be loaded by every plugin run.
+    double ms = s * 1000;
+    auto whole = static_cast<long long>(ms);
+    return std::chrono::milliseconds(whole + (static_cast<double>(whole) < ms ? 1 : 0));
 }
 
 void parse_files(Config& c, const json& ipam) {

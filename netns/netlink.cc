@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <memory>
 #include <system_error>
 
 #include "cni/error.h"
@@ -238,12 +239,21 @@ std::optional<RouteSpec> parse_route(const nlmsghdr* h) {
     return r;
 }
 
+/// One receive buffer per thread, shared by its sockets: a socket reads only inside
+/// exchange(), and nothing an exchange calls starts another one. (As a member it made
+/// every Socket a 128 KiB allocation: an mmap, page faults and a munmap, several per
+/// ADD. A thread_local array would be zeroed at every process start instead.)
+char* recv_buffer() {
+    static thread_local std::unique_ptr<char[]> buf;   // new[] is aligned for any header
+    if (!buf) buf.reset(new char[kRecvBufferSize]);
+    return buf.get();
+}
+
 }  // namespace
 
 struct Socket::Impl {
     mnl_socket* nl = nullptr;
     uint32_t seq = uint32_t(std::time(nullptr));
-    alignas(nlmsghdr) char rbuf[kRecvBufferSize];
 
     /// Sends one request and reads replies up to its ACK, error or end of dump; every
     /// other message with our sequence number goes to on_msg.
@@ -253,8 +263,9 @@ struct Socket::Impl {
         req->nlmsg_seq = ++seq;
         Reply r;
         if (mnl_socket_sendto(nl, req, req->nlmsg_len) < 0) return {errno};
+        char* rbuf = recv_buffer();
         for (;;) {
-            ssize_t n = mnl_socket_recvfrom(nl, rbuf, sizeof(rbuf));
+            ssize_t n = mnl_socket_recvfrom(nl, rbuf, kRecvBufferSize);
             if (n < 0) {
                 if (errno == EINTR) continue;
                 return {errno};
