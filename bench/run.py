@@ -154,12 +154,14 @@ class Proc:
     __slots__ = ("pid", "pidfd", "out", "err", "t0", "t1", "rc", "stdout", "stderr", "cpu")
 
 
-def spawn(argv, env, stdin=b""):
-    """posix_spawn with stdin/stdout/stderr pipes; the config is written at once (it fits in the pipe)."""
+def spawn(argv, env, stdin=b"", extra_fds=()):
+    """posix_spawn with stdin/stdout/stderr pipes; the config is written at once (it fits in the pipe).
+    extra_fds: (fd, target) pairs also given to the child."""
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     actions = [(os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2)]
+    actions += [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in extra_fds]
     p = Proc()
     p.t0 = time.perf_counter()
     try:
@@ -327,9 +329,45 @@ class Plugin:
             e["CNI_ARGS"] = args
         return e
 
-    def start(self, command, conf, cid, pod, args=None, wrap=None):
+    def start(self, command, conf, cid, pod, args=None, wrap=None, extra_fds=()):
         argv = (wrap or []) + [self.binary]
-        return spawn(argv, self.env(command, cid, pod, args), json.dumps(conf).encode())
+        return spawn(argv, self.env(command, cid, pod, args), json.dumps(conf).encode(), extra_fds)
+
+
+# A burst starts like N runtime threads calling the plugin at once: each plugin process is first parked in a
+# tiny shell that says it is ready (fd 4) and waits for the starting gun (EOF on fd 3), then execs the plugin.
+# Spawning N processes one after another from this single-threaded harness would instead time the harness's
+# own serial fork/exec (about N x 2 ms here), the same for both plugins, which hides the difference.
+LAUNCHER = ["/bin/sh", "-c", 'echo >&4; read _ <&3; exec 3<&- 4>&-; exec "$0"']
+
+
+def start_burst(starts):
+    """starts: callables taking (wrap, extra_fds) and returning a Proc. Returns (procs, t0)."""
+    gun_r, gun_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    procs = []
+    try:
+        for start in starts:
+            procs.append(start(LAUNCHER, ((gun_r, 3), (ready_w, 4))))
+        os.close(ready_w)
+        ready_w = None
+        got, poller = 0, select.poll()
+        poller.register(ready_r, select.POLLIN)
+        while got < len(procs) and poller.poll(10000):   # a launcher that died must not hang us
+            chunk = os.read(ready_r, 4096)
+            if not chunk:
+                break
+            got += chunk.count(b"\n")
+        t0 = time.perf_counter()
+        os.close(gun_w)           # EOF for every `read`: they all exec now
+        gun_w = None
+    finally:
+        for fd in (gun_r, ready_r, gun_w, ready_w):
+            if fd is not None:
+                os.close(fd)
+    for p in procs:
+        p.t0 = t0
+    return procs, t0
 
 
 def result_ips(p):
@@ -480,8 +518,10 @@ class Bench:
                     self.problem(failure_text(f"burst {cfg.name} {plugin.name} warm-up ADD", w))
                 cids = [f"b{at.network}-{i}" for i in range(n)]
                 for verb in ("ADD", "DEL"):
-                    t0 = time.perf_counter()
-                    procs = [plugin.start(verb, conf, cid, pod) for cid, pod in zip(cids, pods[1:])]
+                    procs, t0 = start_burst(
+                        [lambda wrap, fds, cid=cid, pod=pod, verb=verb: plugin.start(verb, conf, cid, pod, wrap=wrap,
+                                                                                     extra_fds=fds)
+                         for cid, pod in zip(cids, pods[1:])])
                     finish_all(procs)
                     wall = (max(p.t1 for p in procs) - t0) * 1e3
                     fails = [p for p in procs if p.rc != 0]
@@ -563,17 +603,20 @@ class Bench:
                 at.prepopulated = count
             return prep
 
+        # All levels in the same rounds, op by op, so they see the same load.
+        lanes_all = {(level, who): [] for level in self.a.scale_levels for who in ("topocni", "ref")}
+        for r in range(self.a.rounds):
+            lanes = []
+            for level in self.a.scale_levels:
+                for who, plugin in (("topocni", self.topocni), ("ref", ref)):
+                    lane = PluginLane(self, cfg, plugin, prepare=populate(level))
+                    lanes_all[(level, who)].append(lane)
+                    lanes.append(lane)
+            self.run_lanes(lanes, per_round + self.a.warmup, r)
+            print(f"  scale: round {r + 1}/{self.a.rounds} done", file=sys.stderr)
         for level in self.a.scale_levels:
-            lanes_all = {"topocni": [], "ref": []}
-            for r in range(self.a.rounds):
-                lanes = [PluginLane(self, cfg, self.topocni, prepare=populate(level)),
-                         PluginLane(self, cfg, ref, prepare=populate(level))]
-                lanes_all["topocni"].append(lanes[0])
-                lanes_all["ref"].append(lanes[1])
-                self.run_lanes(lanes, per_round + self.a.warmup, r)
-            out[level] = {who: {k: summary([x for lane in ls for x in lane.times[k]]) for k in ("add", "del")}
-                          for who, ls in lanes_all.items()}
-            print(f"  scale: {level} reservations done", file=sys.stderr)
+            out[level] = {who: {k: summary([x for lane in lanes_all[(level, who)] for x in lane.times[k]])
+                                for k in ("add", "del")} for who in ("topocni", "ref")}
         self.data["scale"] = {"config": cfg.name, "levels": out}
 
     # --- placement validation: topocni macvlan with and without constraints

@@ -128,8 +128,11 @@ public:
 private:
     nl::Link ensure_bridge(Context& ctx, const Result& ipam, Rollback& undo) {
         nl::Socket h;
-        bool existed = h.get_link(*ctx.conf.bridge).has_value();
-        auto br = h.ensure_bridge(*ctx.conf.bridge, ctx.conf.mtu);
+        // The usual case, a bridge that an earlier ADD made, costs one lookup; anything
+        // else (missing, or a non-bridge under that name) goes through ensure_bridge.
+        auto found = h.get_link(*ctx.conf.bridge);
+        bool existed = found.has_value();
+        auto br = found && found->kind == "bridge" ? *found : h.ensure_bridge(*ctx.conf.bridge, ctx.conf.mtu);
         if (!existed) {
             std::string name = br.name;
             undo.add("bridge " + name, [name] {
@@ -143,7 +146,7 @@ private:
             });
             netns::sysctl::ensure("net/ipv6/conf/" + name + "/accept_ra", "0");
         }
-        h.set_up(br.index);
+        if (!(br.flags & IFF_UP)) h.set_up(br.index);
         if (ctx.conf.is_gateway) {
             // Gateway addresses live on the bridge with the subnet's prefix; they stay
             // with the bridge (shared by every pod on it), like the reference bridge plugin.

@@ -63,6 +63,7 @@ TEST_CASE("config: every invalid config is code 7 and names the key path") {
         {"lockTimeout negative", {{"subnet", "10.0.0.0/24"}, {"lockTimeout", -1}}, "ipam.lockTimeout: must be more than 0"},
         {"lockTimeout over an hour", {{"subnet", "10.0.0.0/24"}, {"lockTimeout", 3601}}, "ipam.lockTimeout: must be more than 0 and at most 3600"},
         {"lockTimeout a string", {{"subnet", "10.0.0.0/24"}, {"lockTimeout", "10"}}, "ipam.lockTimeout: expected a number"},
+        {"fsync not a boolean", {{"subnet", "10.0.0.0/24"}, {"fsync", "yes"}}, "ipam.fsync: expected true or false"},
     };
     for (auto& c : cases) {
         SUBCASE(c.what) {
@@ -115,6 +116,13 @@ TEST_CASE("config: defaults follow the reference plugin") {
         CHECK(c.data_dir == "/run/x");
         CHECK(c.resolv_conf == "/etc/r");
         CHECK(c.lock_timeout == std::chrono::milliseconds(200));
+        CHECK(parse({{"subnet", "10.0.0.0/24"}, {"lockTimeout", 0.0001}}).lock_timeout == std::chrono::milliseconds(1));
+        CHECK(parse({{"subnet", "10.0.0.0/24"}, {"lockTimeout", 1.2345}}).lock_timeout == std::chrono::milliseconds(1235));
+    }
+    SUBCASE("fsync: off unless asked for") {
+        CHECK_FALSE(parse({{"subnet", "10.0.0.0/24"}}).fsync);
+        CHECK(parse({{"subnet", "10.0.0.0/24"}, {"fsync", true}}).fsync);
+        CHECK_FALSE(parse({{"subnet", "10.0.0.0/24"}, {"fsync", false}}).fsync);
     }
 }
 

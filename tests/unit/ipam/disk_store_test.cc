@@ -102,3 +102,39 @@ TEST_CASE("disk store: the store reads names only where it can") {
     CHECK(ipam_test::list_dir(tmp.path() + "/n") ==
           std::vector<std::string>{".topocni", "010.0.0.3", "10.0.0.2", "last_reserved_ip.0", "lock"});
 }
+
+TEST_CASE("disk store: a cursor rewritten in place holds exactly the last address") {
+    ipam_test::TempDir tmp;
+    ipam::DiskStore s(tmp.path() + "/n", std::chrono::milliseconds(1000));
+    s.set_cursor(0, ip("10.0.0.100"));
+    s.set_cursor(0, ip("10.0.0.9"));   // shorter: the old tail must not survive
+    CHECK(read_file(tmp.path() + "/n/last_reserved_ip.0") == "10.0.0.9");
+    CHECK(s.cursor(0) == ip("10.0.0.9"));
+    write_file(tmp.path() + "/n/last_reserved_ip.0", "10.0.0.90");   // a rewrite cut short by a crash
+    CHECK(s.cursor(0) == ip("10.0.0.90"));                            // only moves where the search starts
+}
+
+TEST_CASE("disk store: the owner index is replaced whole, and nothing is left in tmp") {
+    ipam_test::TempDir tmp;
+    ipam::DiskStore s(tmp.path() + "/n", std::chrono::milliseconds(1000));
+    CHECK(s.reserve(ip("10.0.0.2"), {"a", "eth0"}));
+    CHECK(s.reserve(ip("fd00::2"), {"a", "eth0"}));   // rewrites the existing index
+    CHECK(s.indexed({"a", "eth0"}) == std::vector<ipam::IpAddr>{ip("10.0.0.2"), ip("fd00::2")});
+    CHECK(ipam_test::list_dir(tmp.path() + "/n/.topocni/tmp").empty());
+    CHECK(ipam_test::list_dir(tmp.path() + "/n/.topocni/owners").size() == 1);
+    s.remove({ip("10.0.0.2"), "a", "eth0"});
+    CHECK(s.indexed({"a", "eth0"}) == std::vector<ipam::IpAddr>{ip("fd00::2")});
+    CHECK(s.release({"a", "eth0"}).size() == 1);
+    CHECK(ipam_test::list_dir(tmp.path() + "/n/.topocni/owners").empty());
+    CHECK(ipam_test::list_dir(tmp.path() + "/n/.topocni/tmp").empty());
+}
+
+TEST_CASE("disk store: durable mode (ipam.fsync) reserves and releases the same way") {
+    ipam_test::TempDir tmp;
+    ipam::DiskStore s(tmp.path() + "/n", std::chrono::milliseconds(1000), true);
+    CHECK(s.reserve(ip("10.0.0.2"), {"a", "eth0"}));
+    CHECK_FALSE(s.reserve(ip("10.0.0.2"), {"b", "eth0"}));
+    CHECK(read_file(tmp.path() + "/n/10.0.0.2") == "a\r\neth0");
+    CHECK(s.release({"a", "eth0"}).size() == 1);
+    CHECK_FALSE(s.taken(ip("10.0.0.2")));
+}
