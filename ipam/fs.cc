@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <memory>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cni/error.h"
 
@@ -65,6 +66,19 @@ void create_file(int at, const std::string& name, std::string_view data, const s
         data.remove_prefix(static_cast<size_t>(n));
     }
     if (durable) sync(fd.get(), shown);
+}
+
+void write_in_place(int at, const std::string& name, std::string_view data, const std::string& shown) {
+    UniqueFd fd(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd) fail_io("open", shown, errno);
+    ssize_t n;
+    do n = ::pwrite(fd.get(), data.data(), data.size(), 0);
+    while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(data.size())) fail_io("write", shown, n < 0 ? errno : EIO);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) fail_io("stat", shown, errno);
+    if (st.st_size > static_cast<off_t>(data.size()) && ::ftruncate(fd.get(), static_cast<off_t>(data.size())) != 0)
+        fail_io("truncate", shown, errno);
 }
 
 bool exists_at(int at, const std::string& name, const std::string& shown) {

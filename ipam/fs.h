@@ -23,6 +23,10 @@ UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mod
 std::optional<std::string> read_at(int at, const std::string& name, const std::string& shown, size_t max = 4096);
 /// Creates `name` exclusively (0600) and writes `data`; fsyncs it when `durable`.
 void create_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable);
+/// Writes `data` over the start of `name` (created 0600 when missing, never followed if a
+/// symlink), then cuts off whatever was beyond it. No truncate to zero first: on ext4 that
+/// starts writeback of the file (auto_da_alloc).
+void write_in_place(int at, const std::string& name, std::string_view data, const std::string& shown);
 /// Whether `name` exists under `at` (any file type).
 bool exists_at(int at, const std::string& name, const std::string& shown);
 /// unlinkat; a missing file is not an error.
