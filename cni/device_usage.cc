@@ -1,7 +1,6 @@
 #include "cni/device_usage.h"
 
 #include <dirent.h>
-#include <libmnl/libmnl.h>
 #include <linux/net_namespace.h>
 #include <linux/rtnetlink.h>
 #include <sys/stat.h>
@@ -18,6 +17,9 @@
 #include "cni/state.h"
 #include "netns/netlink.h"
 #include "netns/sysfs.h"
+#include "netns/mnl.h"
+
+using namespace netns::mnl;   // the libmnl-compatible helpers
 
 namespace cni {
 

@@ -1,6 +1,10 @@
 #include "cni/kube.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <gnu/libc-version.h>
+#include <sys/auxv.h>
+#include <unistd.h>
 #include <dlfcn.h>
 #include <sys/time.h>
 
@@ -118,11 +122,59 @@ struct Curl {
     decltype(&::curl_slist_free_all) slist_free_all;
 };
 
+}  // namespace
+
+std::optional<std::string> glibc_release(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    std::string text;
+    char buf[65536];
+    ssize_t n;
+    while (text.size() < (64u << 20) && (n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+    ::close(fd);
+    size_t at = text.find("release version ");
+    if (at == std::string::npos) return std::nullopt;
+    size_t begin = at + 16, end = begin;
+    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
+    std::string release = text.substr(begin, end - begin);
+    while (!release.empty() && release.back() == '.') release.pop_back();
+    if (release.empty()) return std::nullopt;
+    return release;
+}
+
+// The release build of topocni is static. It can still dlopen libcurl, but only when the
+// node's glibc is the one it was linked with: libcurl brings the node's libc.so.6 and
+// dynamic loader, which share private interfaces with the copy linked into us, and
+// another release fails anywhere from a dlopen error to a crash. So that case is refused
+// up front, with a message that says what to do instead.
+std::string libcurl_blocker(const std::string& ours, const std::vector<std::string>& libcs) {
+    for (auto& path : libcs) {
+        auto theirs = glibc_release(path);
+        if (!theirs) continue;
+        if (*theirs == ours) return "";
+        return "this topocni is statically linked with glibc " + ours + " and can load libcurl only on a node " +
+               "with that glibc, but " + path + " is glibc " + *theirs;
+    }
+    return "this topocni is statically linked and found no glibc to load libcurl with";
+}
+
+namespace {
+
 const Curl& curl() {
     static std::once_flag once;
     static Curl api;
     static std::string error;
     std::call_once(once, [] {
+        // A dynamic build (the test and sanitizer builds) has only one libc.
+        if (::getauxval(AT_BASE) == 0)
+            error = libcurl_blocker(::gnu_get_libc_version(),
+                                    {"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                                     "/lib/aarch64-linux-gnu/libc.so.6", "/usr/lib/aarch64-linux-gnu/libc.so.6",
+                                     "/lib64/libc.so.6", "/usr/lib64/libc.so.6", "/lib/libc.so.6", "/usr/lib/libc.so.6"});
+        if (!error.empty()) {
+            error += "; use nodeLabelsFile (Node Feature Discovery writes one) or a topocni built on this OS";
+            return;
+        }
         void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
             const char* e = ::dlerror();

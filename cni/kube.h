@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "cni/labels.h"
 
@@ -48,5 +49,13 @@ Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const C
 
 /// base64 (RFC 4648, padding optional, whitespace ignored); nullopt when malformed.
 std::optional<std::string> base64_decode(const std::string& in);
+
+/// The release ("2.36") a glibc shared object announces in its banner ("GNU C Library
+/// ... release version 2.36."); nullopt when `path` cannot be read or has no banner.
+std::optional<std::string> glibc_release(const std::string& path);
+
+/// Why a static topocni linked with glibc `ours` cannot dlopen libcurl: empty when the
+/// node's libc.so.6 (the first of `libcs` that has a banner) is that release.
+std::string libcurl_blocker(const std::string& ours, const std::vector<std::string>& libcs);
 
 }  // namespace cni::kube

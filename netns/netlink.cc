@@ -1,8 +1,8 @@
-// rtnetlink over libmnl: a bounds-checked message builder, one send/receive loop that
-// keeps the kernel's extended-ack text, and the link/address/route operations on top.
+// rtnetlink over the libmnl-style helpers of netns/mnl.h: a bounds-checked message
+// builder, one send/receive loop that keeps the kernel's extended-ack text, and the
+// link/address/route operations on top.
 #include "netns/netlink.h"
 
-#include <libmnl/libmnl.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -17,6 +17,9 @@
 #include <system_error>
 
 #include "cni/error.h"
+#include "netns/mnl.h"
+
+using namespace netns::mnl;   // the libmnl-compatible helpers
 
 namespace netns::nl {
 namespace {

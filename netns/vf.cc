@@ -9,7 +9,6 @@
 #include "netns/vf.h"
 
 #include <arpa/inet.h>
-#include <libmnl/libmnl.h>
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
@@ -18,6 +17,9 @@
 #include <cstring>
 
 #include "cni/error.h"
+#include "netns/mnl.h"
+
+using namespace netns::mnl;   // the libmnl-compatible helpers
 
 namespace netns::vf {
 namespace {

@@ -1,5 +1,6 @@
 """make install and make deb put the binary at /opt/cni/bin/topocni (checked in temp dirs)."""
 import os
+import struct
 import subprocess
 import tempfile
 import unittest
@@ -35,10 +36,22 @@ class Packaging(unittest.TestCase):
         contents = subprocess.run(["dpkg-deb", "-c", os.path.join(self.build, debs[0])],
                                   capture_output=True, text=True).stdout
         self.assertIn("./opt/cni/bin/topocni", contents)
-        info = subprocess.run(["dpkg-deb", "-f", os.path.join(self.build, debs[0]), "Package", "Depends"],
-                              capture_output=True, text=True).stdout
+        info = subprocess.run(["dpkg-deb", "-f", os.path.join(self.build, debs[0]), "Package", "Depends",
+                               "Recommends"], capture_output=True, text=True).stdout
         self.assertIn("Package: topocni", info)
-        self.assertIn("libmnl0", info)
+        # Static: nothing to depend on; libcurl only for node labels from the Kubernetes API.
+        self.assertNotIn("Depends:", info)
+        self.assertIn("Recommends: libcurl4", info)
+        self.assertFalse(has_interpreter(binary), "the installed binary asks for a dynamic loader")
+
+
+def has_interpreter(path):
+    """Whether an ELF64 file has a PT_INTERP program header, i.e. needs ld.so to start."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+    phoff = struct.unpack_from("<Q", head, 0x20)[0]
+    phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+    return any(struct.unpack_from("<I", head, phoff + i * phentsize)[0] == 3 for i in range(phnum))
 
 
 if __name__ == "__main__":

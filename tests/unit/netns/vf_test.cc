@@ -1,6 +1,5 @@
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
-#include <libmnl/libmnl.h>
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
@@ -12,6 +11,9 @@
 
 #include "netns/vf.h"
 #include "temp_netns.h"
+#include "netns/mnl.h"
+
+using namespace netns::mnl;   // the libmnl-compatible helpers
 
 namespace vf = netns::vf;
 using testing::error_of;
