@@ -64,7 +64,7 @@ void write(Level level, const std::string& message) {
     gettimeofday(&tv, nullptr);
     tm t;
     gmtime_r(&tv.tv_sec, &t);
-    char ts[40];
+    char ts[64];   // room for any int the compiler cannot rule out
     std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
                   t.tm_hour, t.tm_min, t.tm_sec, static_cast<long>(tv.tv_usec / 1000));
     std::string line = std::string(ts) + " " + name(level) + " " + s.verb + " " + s.container_id + " " + s.ifname +
