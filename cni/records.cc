@@ -16,6 +16,7 @@
 
 #include "cni/error.h"
 #include "cni/log.h"
+#include "ipam/fs.h"
 
 namespace cni {
 
@@ -55,6 +56,43 @@ std::optional<Record> parse(const std::string& text) {
     return r;
 }
 
+// Spare record files, as in the IPAM store (ipam/disk_store.cc): on ext4 without a
+// journal, allocating an inode costs ~0.5 ms under pod churn. A removed record is renamed
+// into .spares/ (names starting with '.' are never records) and the next new record
+// reuses one, so an ADD/DEL pair allocates and frees no inode here.
+constexpr size_t kMaxSpareRecords = 256;
+
+std::vector<std::string> spare_names(const std::string& spares) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(spares.c_str())) {
+        while (auto* e = ::readdir(d))
+            if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+        ::closedir(d);
+    }
+    return out;
+}
+
+/// Puts `text` under `final_path` (which does not exist yet) through a spare; false when
+/// there is no usable spare or the name turned out to exist.
+bool record_from_spare(const std::string& dir, const std::string& final_path, const std::string& text) {
+    const std::string spares = dir + "/.spares";
+    for (auto& name : spare_names(spares)) {
+        const std::string p = spares + "/" + name;
+        bool written = false;
+        try {
+            written = ipam::fs::rewrite_lone_file(AT_FDCWD, p, text, p, false);
+        } catch (const Error&) {
+            return false;
+        }
+        if (!written) {
+            ::unlink(p.c_str());
+            continue;
+        }
+        return ::renameat2(AT_FDCWD, p.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE) == 0;
+    }
+    return false;
+}
+
 }  // namespace
 
 std::string records_dir(const std::string& state_dir, const std::string& network) {
@@ -80,6 +118,7 @@ void write_record(const std::string& state_dir, const Record& r) {
     // open() stands for nothing; the completion record is longer than the intent it
     // replaces, so it needs no truncate (which on ext4 would start writeback).
     if (text.size() <= 4096) {
+        if (r.result.is_null() && record_from_spare(dir, final_path, text)) return;
         int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (r.result.is_null() ? O_TRUNC : 0);
         int fd = ::open(final_path.c_str(), flags, 0600);
         bool ok = fd >= 0 && ::pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
@@ -111,7 +150,15 @@ void write_record(const std::string& state_dir, const Record& r) {
 
 void remove_record(const std::string& state_dir, const std::string& network, const std::string& container_id,
                    const std::string& ifname) {
-    ::unlink(file_for(state_dir, network, container_id, ifname).c_str());
+    const std::string dir = records_dir(state_dir, network);
+    const std::string path = file_for(state_dir, network, container_id, ifname);
+    const std::string spares = dir + "/.spares";
+    if ((::mkdir(spares.c_str(), 0700) == 0 || errno == EEXIST) && spare_names(spares).size() < kMaxSpareRecords) {
+        static unsigned seq = 0;
+        const std::string spare = spares + "/" + std::to_string(::getpid()) + "-" + std::to_string(seq++);
+        if (::rename(path.c_str(), spare.c_str()) == 0 || errno == ENOENT) return;
+    }
+    ::unlink(path.c_str());
 }
 
 std::optional<Record> read_record(const std::string& state_dir, const std::string& network,

@@ -25,8 +25,10 @@ int64_t boottime_ns();
 int64_t process_start_ns();
 
 std::string records_dir(const std::string& state_dir, const std::string& network);
-/// Written atomically (temp + rename); errors are logged, not thrown.
+/// Written so that a kill leaves the old record or the new one (see records.cc), through
+/// a spare file when one is free; errors are logged, not thrown.
 void write_record(const std::string& state_dir, const Record& r);
+/// Renamed into the spare pool (.spares/) while it has room, else unlinked.
 void remove_record(const std::string& state_dir, const std::string& network, const std::string& container_id,
                    const std::string& ifname);
 std::optional<Record> read_record(const std::string& state_dir, const std::string& network,

@@ -4,11 +4,14 @@
 //   <dir>/lock                   flocked for the whole of every operation
 // plus our own, which the reference ignores (it only ever matches file contents):
 //   <dir>/.topocni/owners/<name> owner index (see owner_index.h)
-//   <dir>/.topocni/tmp/          temp files; anything here when we get the lock is a
-//                                crash leftover and is removed
+//   <dir>/.topocni/tmp/          temp files and "spare-*" files kept for reuse (no inode
+//                                allocated per ADD: see clear_temps()); any other file
+//                                here when we get the lock is a crash leftover, removed
 #pragma once
 #include <chrono>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ipam/lock.h"
 #include "ipam/owner_index.h"
@@ -45,6 +48,10 @@ private:
     std::string write_temp(std::string_view content, bool sync);
     void replace(const std::string& tmp, int to_fd, const std::string& name, const std::string& shown);
     void clear_temps();
+    std::string spare_name();
+    std::optional<std::string> take_spare(std::string_view content, bool sync);
+    void keep_spare(const std::string& tmp);
+    void retire(int at, const std::string& name, const std::string& shown);
     std::optional<OwnerIndex> load_index(const Owner& owner);
     void save_index(const OwnerIndex& idx);
     void index_add(const Owner& owner, const IpAddr& ip);
@@ -56,6 +63,8 @@ private:
     FileLock lock_;
     UniqueFd dir_fd_, owners_fd_, tmp_fd_;
     unsigned seq_ = 0;
+    std::vector<std::string> spares_;   ///< names in tmp/ of files free for reuse
+    static constexpr size_t kMaxSpares = 256;
     bool durable_ = false;
 };
 

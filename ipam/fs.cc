@@ -81,6 +81,21 @@ void write_in_place(int at, const std::string& name, std::string_view data, cons
         fail_io("truncate", shown, errno);
 }
 
+bool rewrite_lone_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable) {
+    UniqueFd fd(::openat(at, name.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (!fd) return false;
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) return false;
+    ssize_t n;
+    do n = ::pwrite(fd.get(), data.data(), data.size(), 0);
+    while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(data.size())) fail_io("write", shown, n < 0 ? errno : EIO);
+    if (st.st_size != static_cast<off_t>(data.size()) && ::ftruncate(fd.get(), static_cast<off_t>(data.size())) != 0)
+        fail_io("truncate", shown, errno);
+    if (durable) sync(fd.get(), shown);
+    return true;
+}
+
 bool exists_at(int at, const std::string& name, const std::string& shown) {
     struct stat st;
     if (::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return true;

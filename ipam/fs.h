@@ -27,6 +27,9 @@ void create_file(int at, const std::string& name, std::string_view data, const s
 /// symlink), then cuts off whatever was beyond it. No truncate to zero first: on ext4 that
 /// starts writeback of the file (auto_da_alloc).
 void write_in_place(int at, const std::string& name, std::string_view data, const std::string& shown);
+/// Rewrites `name` with exactly `data` if it is a regular file with no other name (link
+/// count 1); false, touching nothing, if it is not. Fsyncs it when `durable`.
+bool rewrite_lone_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable);
 /// Whether `name` exists under `at` (any file type).
 bool exists_at(int at, const std::string& name, const std::string& shown);
 /// unlinkat; a missing file is not an error.

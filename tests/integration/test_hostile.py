@@ -10,14 +10,22 @@ from cnitest import REF_DIR, NetnsTestCase, main, sh
 BIG = 10 * 1024 * 1024
 
 
+def is_spare(path):
+    """A free file kept for reuse (IPAM .topocni/tmp/spare-*, records .spares/*): no state."""
+    return "/.spares" in path or "/.topocni/tmp/spare-" in path
+
+
 def snapshot_files(*roots):
     out = {}
     for root in roots:
         for dirpath, dirs, files in os.walk(root):
             for d in dirs:
-                out[os.path.join(dirpath, d)] = "dir"
+                if not is_spare(os.path.join(dirpath, d)):
+                    out[os.path.join(dirpath, d)] = "dir"
             for f in files:
                 p = os.path.join(dirpath, f)
+                if is_spare(p):
+                    continue
                 st = os.lstat(p)
                 with open(p, "rb") as fh:
                     out[p] = (oct(st.st_mode), hashlib.sha256(fh.read()).hexdigest())

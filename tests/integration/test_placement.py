@@ -83,10 +83,10 @@ class PlacementCase(NetnsTestCase):
         return set(self.links(self.node))
 
     def state_records(self):
-        """Records under stateDir: not the node-label cache, not lock files (which stay)."""
+        """Records under stateDir: not the node-label cache, not lock files (which stay), not spare files."""
         found = []
         for d, _, files in os.walk(self.state_dir):
-            if os.path.relpath(d, self.state_dir).startswith("node-labels"):
+            if os.path.relpath(d, self.state_dir).startswith("node-labels") or os.path.basename(d) == ".spares":
                 continue
             found += [os.path.join(d, f) for f in files if not f.endswith(".lock") and not f.startswith(".")]
         return found

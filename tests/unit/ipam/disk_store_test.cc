@@ -1,4 +1,6 @@
 // Crash leftovers and foreign files in the store directory.
+#include <set>
+
 #include "helpers.h"
 #include "ipam/disk_store.h"
 #include "ipam/owner_index.h"
@@ -114,19 +116,19 @@ TEST_CASE("disk store: a cursor rewritten in place holds exactly the last addres
     CHECK(s.cursor(0) == ip("10.0.0.90"));                            // only moves where the search starts
 }
 
-TEST_CASE("disk store: the owner index is replaced whole, and nothing is left in tmp") {
+TEST_CASE("disk store: the owner index is replaced whole, and only free spares are left in tmp") {
     ipam_test::TempDir tmp;
     ipam::DiskStore s(tmp.path() + "/n", std::chrono::milliseconds(1000));
     CHECK(s.reserve(ip("10.0.0.2"), {"a", "eth0"}));
     CHECK(s.reserve(ip("fd00::2"), {"a", "eth0"}));   // rewrites the existing index
     CHECK(s.indexed({"a", "eth0"}) == std::vector<ipam::IpAddr>{ip("10.0.0.2"), ip("fd00::2")});
-    CHECK(ipam_test::list_dir(tmp.path() + "/n/.topocni/tmp").empty());
+    CHECK(ipam_test::only_spares(tmp.path() + "/n/.topocni/tmp"));
     CHECK(ipam_test::list_dir(tmp.path() + "/n/.topocni/owners").size() == 1);
     s.remove({ip("10.0.0.2"), "a", "eth0"});
     CHECK(s.indexed({"a", "eth0"}) == std::vector<ipam::IpAddr>{ip("fd00::2")});
     CHECK(s.release({"a", "eth0"}).size() == 1);
     CHECK(ipam_test::list_dir(tmp.path() + "/n/.topocni/owners").empty());
-    CHECK(ipam_test::list_dir(tmp.path() + "/n/.topocni/tmp").empty());
+    CHECK(ipam_test::only_spares(tmp.path() + "/n/.topocni/tmp"));
 }
 
 TEST_CASE("disk store: durable mode (ipam.fsync) reserves and releases the same way") {
@@ -137,4 +139,69 @@ TEST_CASE("disk store: durable mode (ipam.fsync) reserves and releases the same 
     CHECK(read_file(tmp.path() + "/n/10.0.0.2") == "a\r\neth0");
     CHECK(s.release({"a", "eth0"}).size() == 1);
     CHECK_FALSE(s.taken(ip("10.0.0.2")));
+}
+
+namespace {
+ino_t inode_of(const std::string& p) {
+    struct stat st;
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    return st.st_ino;
+}
+}  // namespace
+
+TEST_CASE("disk store: a released reservation's file becomes the next reservation, so no inode is allocated") {
+    ipam_test::TempDir tmp;
+    const std::string dir = tmp.path() + "/n";
+    {
+        ipam::DiskStore s(dir, std::chrono::milliseconds(1000));
+        CHECK(s.reserve(ip("10.0.0.2"), {"a", "eth0"}));
+    }
+    ino_t reservation = inode_of(dir + "/10.0.0.2");
+    ino_t index = inode_of(dir + "/.topocni/owners/a_eth0");
+    {
+        ipam::DiskStore s(dir, std::chrono::milliseconds(1000));
+        CHECK(s.release({"a", "eth0"}).size() == 1);
+    }
+    CHECK_FALSE(exists(dir + "/10.0.0.2"));
+    CHECK(ipam_test::list_dir(dir + "/.topocni/tmp").size() == 2);   // the reservation and the index, as spares
+    CHECK(ipam_test::only_spares(dir + "/.topocni/tmp"));
+    {
+        ipam::DiskStore s(dir, std::chrono::milliseconds(1000));   // a new process finds them
+        CHECK(s.reserve(ip("10.0.0.3"), {"bb", "net1"}));
+    }
+    CHECK(read_file(dir + "/10.0.0.3") == "bb\r\nnet1");   // rewritten whole: shorter and longer content
+    CHECK(read_file(dir + "/.topocni/owners/bb_net1").find("ip=10.0.0.3") != std::string::npos);
+    std::set<ino_t> reused{inode_of(dir + "/10.0.0.3"), inode_of(dir + "/.topocni/owners/bb_net1")};
+    CHECK(reused == std::set<ino_t>{reservation, index});
+    CHECK(ipam_test::list_dir(dir + "/.topocni/tmp").empty());
+}
+
+TEST_CASE("disk store: a spare that still names a reservation (a crash between link and unlink) is never rewritten") {
+    ipam_test::TempDir tmp;
+    const std::string dir = tmp.path() + "/n";
+    {
+        ipam::DiskStore s(dir, std::chrono::milliseconds(1000));
+        CHECK(s.reserve(ip("10.0.0.2"), {"a", "eth0"}));
+    }
+    REQUIRE(::link((dir + "/10.0.0.2").c_str(), (dir + "/.topocni/tmp/spare-1-0").c_str()) == 0);
+    {
+        ipam::DiskStore s(dir, std::chrono::milliseconds(1000));
+        CHECK(s.reserve(ip("10.0.0.3"), {"b", "eth0"}));
+    }
+    CHECK(read_file(dir + "/10.0.0.2") == "a\r\neth0");
+    CHECK(read_file(dir + "/10.0.0.3") == "b\r\neth0");
+    CHECK(inode_of(dir + "/10.0.0.2") != inode_of(dir + "/10.0.0.3"));
+    CHECK(ipam_test::only_spares(dir + "/.topocni/tmp"));
+}
+
+TEST_CASE("disk store: at most 256 spares are kept, and crash leftovers in tmp are removed") {
+    ipam_test::TempDir tmp;
+    const std::string dir = tmp.path() + "/n";
+    { ipam::DiskStore s(dir, std::chrono::milliseconds(1000)); }
+    for (int i = 0; i < 300; ++i) write_file(dir + "/.topocni/tmp/spare-9-" + std::to_string(i), "x");
+    write_file(dir + "/.topocni/tmp/.tmp-9-0", "half");
+    { ipam::DiskStore s(dir, std::chrono::milliseconds(1000)); }
+    auto left = ipam_test::list_dir(dir + "/.topocni/tmp");
+    CHECK(left.size() == 256);
+    CHECK(ipam_test::only_spares(dir + "/.topocni/tmp"));
 }

@@ -1,6 +1,7 @@
 // Shared helpers for the ipam unit tests: a self-removing temp directory, file
 // access, a config built from JSON, and address shorthands.
 #pragma once
+#include <sys/stat.h>
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -60,6 +61,18 @@ inline std::vector<std::string> list_dir(const std::string& p) {
     for (auto& e : std::filesystem::directory_iterator(p, ec)) out.push_back(e.path().filename());
     std::sort(out.begin(), out.end());
     return out;
+}
+
+/// Whether a store's tmp/ holds nothing but free spare files ("spare-*", regular, no
+/// other name): what every finished operation leaves there.
+inline bool only_spares(const std::string& tmp_dir) {
+    for (auto& name : list_dir(tmp_dir)) {
+        struct stat st;
+        if (name.rfind("spare-", 0) != 0 || ::lstat((tmp_dir + "/" + name).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_nlink != 1)
+            return false;
+    }
+    return true;
 }
 
 inline void write_file(const std::string& p, const std::string& content) {
