@@ -34,6 +34,9 @@ UniqueFd open_dir(int at, const std::string& name, const std::string& shown) {
 }
 
 UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mode_t mode) {
+    // Nearly always there: one syscall instead of two.
+    UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECTORY));
+    if (fd || errno != ENOENT) return fd ? std::move(fd) : open_dir(at, name, shown);   // open_dir reports the error
     if (::mkdirat(at, name.c_str(), mode) != 0 && errno != EEXIST) fail_io("create directory", shown, errno);
     return open_dir(at, name, shown);
 }
