@@ -1042,7 +1042,7 @@ def report(d, ev, meta):
     w("## Peak RSS and size")
     w("")
     w("Peak RSS: `/usr/bin/time -v`, max over samples; for the reference it covers the plugin and the host-local it "
-      "runs. Binary sizes are the files on disk (Go binaries are static; topocni links shared libraries).")
+      "runs. Binary sizes are the files on disk (the Go binaries link libc; topocni is static).")
     w("")
     w("| config | topocni ADD / DEL | reference ADD / DEL | topocni/ref |")
     w("|---|---|---|---:|")

@@ -73,22 +73,24 @@ std::vector<std::string> spare_names(const std::string& spares) {
 }
 
 /// Puts `text` under `final_path` (which does not exist yet) through a spare; false when
-/// there is no usable spare or the name turned out to exist.
+/// there is no usable spare or the name turned out to exist. ADDs of one network run
+/// concurrently (they share the network lock), so a spare is first claimed by renaming it
+/// to a name of our own, which only one process can do, and only then rewritten.
 bool record_from_spare(const std::string& dir, const std::string& final_path, const std::string& text) {
+    static unsigned seq = 0;
     const std::string spares = dir + "/.spares";
     for (auto& name : spare_names(spares)) {
-        const std::string p = spares + "/" + name;
+        const std::string p = spares + "/.claimed-" + std::to_string(::getpid()) + "-" + std::to_string(seq++);
+        if (::rename((spares + "/" + name).c_str(), p.c_str()) != 0) continue;   // another ADD took it
         bool written = false;
         try {
             written = ipam::fs::rewrite_lone_file(AT_FDCWD, p, text, p, false);
         } catch (const Error&) {
-            return false;
         }
-        if (!written) {
-            ::unlink(p.c_str());
-            continue;
-        }
-        return ::renameat2(AT_FDCWD, p.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE) == 0;
+        if (written && ::renameat2(AT_FDCWD, p.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE) == 0)
+            return true;
+        ::unlink(p.c_str());
+        return false;
     }
     return false;
 }

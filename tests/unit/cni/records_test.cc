@@ -2,11 +2,13 @@
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "cni/records.h"
 
@@ -70,4 +72,38 @@ TEST_CASE("records: an intent record over a stale one of the same name replaces 
     CHECK(r->netns == "/run/netns/new");
     CHECK(r->result.is_null());
     CHECK(r->completed_ns == 0);
+}
+
+TEST_CASE("records: concurrent ADDs and DELs sharing the spare pool never swap contents") {
+    // ADDs of a network run at once (the network lock is shared), as separate processes.
+    TempDir tmp;
+    const int kProcs = 6, kRounds = 150;
+    std::vector<pid_t> kids;
+    for (int p = 0; p < kProcs; ++p) {
+        pid_t pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            for (int i = 0; i < kRounds; ++i) {
+                std::string cid = "c" + std::to_string(p) + "-" + std::to_string(i);
+                cni::write_record(tmp.path, {"net", cid, "eth0", "/run/netns/" + cid, nullptr});
+                auto r = cni::read_record(tmp.path, "net", cid, "eth0");
+                if (!r || r->container_id != cid || r->netns != "/run/netns/" + cid) ::_exit(1);
+                if (i % 2) cni::remove_record(tmp.path, "net", cid, "eth0");   // keep half of them
+            }
+            ::_exit(0);
+        }
+        kids.push_back(pid);
+    }
+    for (pid_t k : kids) {
+        int status = 0;
+        REQUIRE(::waitpid(k, &status, 0) == k);
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+    }
+    auto left = cni::list_records(tmp.path, "net");
+    CHECK(left.size() == size_t(kProcs * kRounds / 2));
+    for (auto& r : left) {
+        CHECK(r.netns == "/run/netns/" + r.container_id);
+        CHECK(fs::exists(cni::records_dir(tmp.path, "net") + "/" + r.container_id + "_eth0.json"));
+    }
 }
