@@ -75,7 +75,9 @@ std::vector<std::string> spare_names(const std::string& spares) {
 /// Puts `text` under `final_path` (which does not exist yet) through a spare; false when
 /// there is no usable spare or the name turned out to exist. ADDs of one network run
 /// concurrently (they share the network lock), so a spare is first claimed by renaming it
-/// to a name of our own, which only one process can do, and only then rewritten.
+/// to a name of our own, which only one process can do, and only then rewritten. A kill
+/// between the claim and the final rename leaves that .claimed-* file behind: one inode,
+/// never read as a record or reused.
 bool record_from_spare(const std::string& dir, const std::string& final_path, const std::string& text) {
     static unsigned seq = 0;
     const std::string spares = dir + "/.spares";
