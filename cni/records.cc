@@ -8,8 +8,10 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -227,12 +229,48 @@ int64_t boottime_ns() {
 }
 
 namespace {
-// Taken while the process starts (static initialisation, before main): precise to the
-// nanosecond, unlike /proc/self/stat's start time, which counts 10 ms clock ticks.
-const int64_t g_process_start_ns = boottime_ns();
+// Taken during static initialisation, before main: precise to the nanosecond.
+const int64_t g_static_init_ns = boottime_ns();
+
+// When the kernel started this process (fork), from /proc/self/stat: boot-time clock
+// ticks (10 ms), rounded down. nullopt if unreadable.
+std::optional<int64_t> kernel_start_ns() {
+    int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    char buf[1024];
+    ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return std::nullopt;
+    buf[n] = '\0';
+    const char* p = std::strrchr(buf, ')');   // the command name may hold spaces and ')'
+    if (!p) return std::nullopt;
+    // Fields after the name start at 3 (state); starttime is field 22.
+    unsigned long long ticks = 0;
+    int field = 2;
+    for (const char* q = p + 1; *q; ++q) {
+        if (*q != ' ') continue;
+        if (++field == 22) {
+            ticks = std::strtoull(q + 1, nullptr, 10);
+            break;
+        }
+    }
+    long hz = ::sysconf(_SC_CLK_TCK);
+    if (field != 22 || hz <= 0) return std::nullopt;
+    return static_cast<int64_t>(ticks) * (1000000000 / hz);
+}
 }  // namespace
 
-int64_t process_start_ns() { return g_process_start_ns; }
+// The earlier of the two. Static initialisation can come long after the fork that started
+// us (a loaded node; ASan's runtime takes ~70 ms here), and GC keeps what completed after
+// this moment: a moment too early only keeps a stale attachment until the next GC, one too
+// late releases an attachment whose ADD began after the runtime took its valid list.
+int64_t process_start_ns() {
+    static const int64_t start = [] {
+        auto k = kernel_start_ns();
+        return k ? std::min(*k, g_static_init_ns) : g_static_init_ns;
+    }();
+    return start;
+}
 
 bool netns_exists(const std::string& path) {
     if (path.empty()) return false;

@@ -21,7 +21,8 @@ struct Record {
 
 /// CLOCK_BOOTTIME now, in ns (the clock process start times are kept in).
 int64_t boottime_ns();
-/// When this process started (before main), on the same clock.
+/// When this process was started, on the same clock: the fork (to the 10 ms tick below it)
+/// or static initialisation, whichever is earlier.
 int64_t process_start_ns();
 
 std::string records_dir(const std::string& state_dir, const std::string& network);

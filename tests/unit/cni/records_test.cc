@@ -107,3 +107,15 @@ TEST_CASE("records: concurrent ADDs and DELs sharing the spare pool never swap c
         CHECK(fs::exists(cni::records_dir(tmp.path, "net") + "/" + r.container_id + "_eth0.json"));
     }
 }
+
+namespace {
+const int64_t g_test_static_init_ns = cni::boottime_ns();
+}
+
+TEST_CASE("records: the process start GC compares against is no later than this process's own start-up") {
+    // GC keeps attachments completed after this moment; later than the fork would release
+    // attachments whose ADD began after the runtime took its valid list.
+    CHECK(cni::process_start_ns() <= g_test_static_init_ns);
+    CHECK(cni::process_start_ns() > g_test_static_init_ns - 60'000'000'000LL);
+    CHECK(cni::process_start_ns() == cni::process_start_ns());   // computed once
+}
