@@ -125,6 +125,7 @@ struct Curl {
 }  // namespace
 
 std::optional<std::string> glibc_release(const std::string& path) {
+    // Not state::read_file: libc.so.6 is often a symlink (libc-2.28.so) and is ~2 MiB.
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::nullopt;
     std::string text;

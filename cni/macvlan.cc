@@ -118,18 +118,18 @@ public:
     void check(Context& ctx, const Result& prev) override {
         const auto& c = ctx.conf;
         preflight(ctx);   // the master must still exist and fit the MTU
-        const Interface* want = &expected_pod_interface(ctx, prev);
+        const Interface& want = expected_pod_interface(ctx, prev);
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
-            auto l = std::optional<nl::Link>(pod_link(s, ctx.env.ifname, "macvlan"));
-            if (l->macvlan_mode != macvlan_mode_value(c.macvlan_mode))
+            const nl::Link l = pod_link(s, ctx.env.ifname, "macvlan");
+            if (l.macvlan_mode != macvlan_mode_value(c.macvlan_mode))
                 throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not in macvlan mode " + c.macvlan_mode);
-            if (l->link != master_.index)
+            if (l.link != master_.index)
                 throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not on master '" + master_.name + "'");
-            if (!want->mac.empty() && l->mac != want->mac)
-                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' has MAC " + l->mac +
-                                              ", prevResult says " + want->mac);
-            if (!prev.ips.empty()) check_pod_ips(s, l->index, ctx.env.ifname, prev, Routing::Subnet);
+            if (!want.mac.empty() && l.mac != want.mac)
+                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' has MAC " + l.mac +
+                                              ", prevResult says " + want.mac);
+            if (!prev.ips.empty()) check_pod_ips(s, l.index, ctx.env.ifname, prev, Routing::Subnet);
         });
     }
 

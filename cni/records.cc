@@ -29,21 +29,6 @@ std::string file_for(const std::string& state_dir, const std::string& network, c
     return records_dir(state_dir, network) + "/" + cid + "_" + ifname + ".json";
 }
 
-bool mkdirs(const std::string& path) {
-    // Nearly always there already: one syscall instead of one per component.
-    if (::mkdir(path.c_str(), 0700) == 0 || errno == EEXIST) return true;
-    if (errno != ENOENT) return false;
-    std::string cur;
-    std::stringstream ss(path);
-    std::string part;
-    while (std::getline(ss, part, '/')) {
-        if (part.empty()) continue;
-        cur += "/" + part;
-        if (::mkdir(cur.c_str(), 0700) < 0 && errno != EEXIST) return false;
-    }
-    return true;
-}
-
 std::optional<Record> parse(const std::string& text) {
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object()) return std::nullopt;
@@ -107,8 +92,10 @@ std::string records_dir(const std::string& state_dir, const std::string& network
 
 void write_record(const std::string& state_dir, const Record& r) {
     std::string dir = records_dir(state_dir, r.network);
-    if (!mkdirs(dir)) {
-        log::warn("cannot create '" + dir + "': " + strerror(errno));
+    try {
+        ipam::fs::mkdir_p(dir, 0700);
+    } catch (const Error& e) {
+        log::warn(e.what());
         return;
     }
     nlohmann::json j = {{"network", r.network}, {"containerID", r.container_id}, {"ifname", r.ifname},
@@ -119,21 +106,17 @@ void write_record(const std::string& state_dir, const Record& r) {
     // A record of less than a page is written in place with one write() at offset 0: a
     // kill cannot tear it (the kernel checks for fatal signals between pages only), so the
     // file holds the old record or the new one. A temp file per write would cost an
-    // inode allocation each, ~0.1 ms on ext4 under pod churn. The intent record is
-    // written before anything is acquired, so an empty one left by a kill right after
-    // open() stands for nothing; the completion record is longer than the intent it
-    // replaces, so it needs no truncate (which on ext4 would start writeback).
+    // inode allocation each, ~0.5 ms on ext4 without a journal under pod churn. The
+    // intent record is written before anything is acquired, so a torn one (over a stale
+    // record of the same name) stands for nothing; the completion record is longer than
+    // the intent it replaces, so it needs no truncate (which on ext4 would start writeback).
     if (text.size() <= 4096) {
         if (r.result.is_null() && record_from_spare(dir, final_path, text)) return;
-        int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (r.result.is_null() ? O_TRUNC : 0);
-        int fd = ::open(final_path.c_str(), flags, 0600);
-        bool ok = fd >= 0 && ::pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size());
-        struct stat st;
-        if (ok && ::fstat(fd, &st) == 0 && st.st_size > static_cast<off_t>(text.size()))
-            ok = ::ftruncate(fd, static_cast<off_t>(text.size())) == 0;
-        int err = errno;
-        if (fd >= 0) ::close(fd);
-        if (!ok) log::warn("cannot write '" + final_path + "': " + strerror(err));
+        try {
+            ipam::fs::write_in_place(AT_FDCWD, final_path, text, final_path);
+        } catch (const Error& e) {
+            log::warn(e.what());
+        }
         return;
     }
     // Bigger (a result with very many routes): a temp file, then an exchange of names
@@ -195,7 +178,7 @@ std::vector<Record> list_records(const std::string& state_dir, const std::string
 
 NetworkLock::NetworkLock(const std::string& state_dir, const std::string& network, Mode mode, int timeout_ms) {
     std::string dir = records_dir(state_dir, network);
-    if (!mkdirs(dir)) throw Error(kIoFailure, "cannot create '" + dir + "': " + strerror(errno), {}, errno);
+    ipam::fs::mkdir_p(dir, 0700);
     std::string path = dir + "/.lock";
     fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd_ < 0) throw Error(kIoFailure, "cannot open '" + path + "': " + strerror(errno), {}, errno);

@@ -240,17 +240,17 @@ public:
         check_pf_settings(*rec);
         if (rec->dpdk) return;
 
-        const Interface* want = &expected_pod_interface(ctx, prev);
+        const Interface& want = expected_pod_interface(ctx, prev);
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
-            auto l = std::optional<nl::Link>(pod_link(s, ctx.env.ifname, ""));
-            if (!is_vf(s, *l, rec->pci, true))
+            const nl::Link l = pod_link(s, ctx.env.ifname, "");
+            if (!is_vf(s, l, rec->pci, true))
                 throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not VF " + rec->pci);
-            if (!want->mac.empty() && l->mac != lower(want->mac))
-                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' has MAC " + l->mac +
-                                              ", prevResult says " + want->mac);
-            if (!(l->flags & IFF_UP)) throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is down");
-            if (!prev.ips.empty()) check_pod_ips(s, l->index, ctx.env.ifname, prev, Routing::Subnet);
+            if (!want.mac.empty() && l.mac != lower(want.mac))
+                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' has MAC " + l.mac +
+                                              ", prevResult says " + want.mac);
+            if (!(l.flags & IFF_UP)) throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is down");
+            if (!prev.ips.empty()) check_pod_ips(s, l.index, ctx.env.ifname, prev, Routing::Subnet);
         });
     }
 

@@ -88,18 +88,18 @@ public:
     void check(Context& ctx, const Result& prev) override {
         const auto& c = ctx.conf;
         std::string host_name = host_link_name(ctx.env.container_id, ctx.env.ifname);
-        const Interface* want = &expected_pod_interface(ctx, prev);
+        const Interface& want = expected_pod_interface(ctx, prev);
         Routing mode = c.bridge ? Routing::Subnet : Routing::PointToPoint;
         int pod_index = 0;
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
-            auto l = std::optional<nl::Link>(pod_link(s, ctx.env.ifname, "veth"));
-            if (!want->mac.empty() && l->mac != want->mac)
-                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' has MAC " + l->mac + ", prevResult says " +
-                                              want->mac);
-            if (!(l->flags & IFF_UP)) throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is down");
-            pod_index = l->index;
-            check_pod_ips(s, l->index, ctx.env.ifname, prev, mode);
+            const nl::Link l = pod_link(s, ctx.env.ifname, "veth");
+            if (!want.mac.empty() && l.mac != want.mac)
+                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' has MAC " + l.mac + ", prevResult says " +
+                                              want.mac);
+            if (!(l.flags & IFF_UP)) throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is down");
+            pod_index = l.index;
+            check_pod_ips(s, l.index, ctx.env.ifname, prev, mode);
         });
         nl::Socket h;
         auto host = h.get_link(host_name);

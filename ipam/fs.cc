@@ -71,17 +71,24 @@ void create_file(int at, const std::string& name, std::string_view data, const s
     if (durable) sync(fd.get(), shown);
 }
 
+namespace {
+// `data` over the start of the open file whose size is `size`, then the tail cut off.
+void overwrite(int fd, off_t size, std::string_view data, const std::string& shown) {
+    ssize_t n;
+    do n = ::pwrite(fd, data.data(), data.size(), 0);
+    while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(data.size())) fail_io("write", shown, n < 0 ? errno : EIO);
+    if (size > static_cast<off_t>(data.size()) && ::ftruncate(fd, static_cast<off_t>(data.size())) != 0)
+        fail_io("truncate", shown, errno);
+}
+}  // namespace
+
 void write_in_place(int at, const std::string& name, std::string_view data, const std::string& shown) {
     UniqueFd fd(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd) fail_io("open", shown, errno);
-    ssize_t n;
-    do n = ::pwrite(fd.get(), data.data(), data.size(), 0);
-    while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(data.size())) fail_io("write", shown, n < 0 ? errno : EIO);
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) fail_io("stat", shown, errno);
-    if (st.st_size > static_cast<off_t>(data.size()) && ::ftruncate(fd.get(), static_cast<off_t>(data.size())) != 0)
-        fail_io("truncate", shown, errno);
+    overwrite(fd.get(), st.st_size, data, shown);
 }
 
 bool rewrite_lone_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable) {
@@ -89,12 +96,7 @@ bool rewrite_lone_file(int at, const std::string& name, std::string_view data, c
     if (!fd) return false;
     struct stat st;
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) return false;
-    ssize_t n;
-    do n = ::pwrite(fd.get(), data.data(), data.size(), 0);
-    while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(data.size())) fail_io("write", shown, n < 0 ? errno : EIO);
-    if (st.st_size != static_cast<off_t>(data.size()) && ::ftruncate(fd.get(), static_cast<off_t>(data.size())) != 0)
-        fail_io("truncate", shown, errno);
+    overwrite(fd.get(), st.st_size, data, shown);
     if (durable) sync(fd.get(), shown);
     return true;
 }

@@ -117,68 +117,42 @@ inline int mnl_attr_type_valid(const nlattr* attr, uint16_t max) {
 /// empty, and NUL-terminated for NUL_STRING), else -1 with errno ERANGE or EINVAL.
 inline int mnl_attr_validate(const nlattr* attr, mnl_attr_data_type type) {
     static constexpr size_t sizes[] = {0, 1, 2, 4, 8, 0, 0, 8, 0, 0, 0, 0};
+    auto fail = [](int err) {
+        errno = err;
+        return -1;
+    };
     const size_t len = mnl_attr_get_payload_len(attr);
     const char* data = static_cast<const char*>(mnl_attr_get_payload(attr));
     const size_t want = type < sizeof sizes / sizeof *sizes ? sizes[type] : 0;
-    if (attr->nla_len < MNL_ATTR_HDRLEN || len < want) {
-        errno = ERANGE;
-        return -1;
-    }
+    if (attr->nla_len < MNL_ATTR_HDRLEN || len < want) return fail(ERANGE);
+    if (want && len > want) return fail(ERANGE);
     switch (type) {
-    case MNL_TYPE_FLAG:
-        if (len > 0) {
-            errno = ERANGE;
-            return -1;
-        }
-        break;
-    case MNL_TYPE_NUL_STRING:
-        if (len == 0) {
-            errno = ERANGE;
-            return -1;
-        }
-        if (data[len - 1] != '\0') {
-            errno = EINVAL;
-            return -1;
-        }
-        break;
-    case MNL_TYPE_STRING:
-        if (len == 0) {
-            errno = ERANGE;
-            return -1;
-        }
-        break;
-    case MNL_TYPE_NESTED:
-        if (len != 0 && len < MNL_ATTR_HDRLEN) {
-            errno = ERANGE;
-            return -1;
-        }
-        break;
-    default:
-        break;
+    case MNL_TYPE_FLAG: return len > 0 ? fail(ERANGE) : 0;
+    case MNL_TYPE_STRING: return len == 0 ? fail(ERANGE) : 0;
+    case MNL_TYPE_NUL_STRING: return len == 0 ? fail(ERANGE) : data[len - 1] != '\0' ? fail(EINVAL) : 0;
+    case MNL_TYPE_NESTED: return len != 0 && len < MNL_ATTR_HDRLEN ? fail(ERANGE) : 0;
+    default: return 0;
     }
-    if (want && len > want) {
-        errno = ERANGE;
-        return -1;
-    }
-    return 0;
+}
+
+/// Calls cb for each whole attribute in [begin, end) until it returns ERROR or STOP.
+inline int mnl_attr_parse_range(const char* begin, const char* end, mnl_attr_cb_t cb, void* data) {
+    auto left = [end](const nlattr* a) { return static_cast<int>(end - reinterpret_cast<const char*>(a)); };
+    for (auto* a = reinterpret_cast<const nlattr*>(begin); mnl_attr_ok(a, left(a)); a = mnl_attr_next(a))
+        if (int ret = cb(a, data); ret <= MNL_CB_STOP) return ret;
+    return MNL_CB_OK;
 }
 
 /// Calls cb for each attribute after the message's fixed header of `offset` bytes.
 inline int mnl_attr_parse(const nlmsghdr* nlh, unsigned offset, mnl_attr_cb_t cb, void* data) {
-    const char* tail = reinterpret_cast<const char*>(nlh) + MNL_ALIGN(nlh->nlmsg_len);
-    auto* attr = reinterpret_cast<const nlattr*>(static_cast<const char*>(mnl_nlmsg_get_payload(nlh)) + MNL_ALIGN(offset));
-    for (; mnl_attr_ok(attr, static_cast<int>(tail - reinterpret_cast<const char*>(attr))); attr = mnl_attr_next(attr))
-        if (int ret = cb(attr, data); ret <= MNL_CB_STOP) return ret;
-    return MNL_CB_OK;
+    return mnl_attr_parse_range(static_cast<const char*>(mnl_nlmsg_get_payload(nlh)) + MNL_ALIGN(offset),
+                                reinterpret_cast<const char*>(nlh) + MNL_ALIGN(nlh->nlmsg_len), cb, data);
 }
 
 /// Calls cb for each attribute nested in `nested`.
 inline int mnl_attr_parse_nested(const nlattr* nested, mnl_attr_cb_t cb, void* data) {
-    const char* end = static_cast<const char*>(mnl_attr_get_payload(nested)) + mnl_attr_get_payload_len(nested);
-    auto* attr = static_cast<const nlattr*>(mnl_attr_get_payload(nested));
-    for (; mnl_attr_ok(attr, static_cast<int>(end - reinterpret_cast<const char*>(attr))); attr = mnl_attr_next(attr))
-        if (int ret = cb(attr, data); ret <= MNL_CB_STOP) return ret;
-    return MNL_CB_OK;
+    const char* begin = static_cast<const char*>(mnl_attr_get_payload(nested));
+    return mnl_attr_parse_range(begin, begin + mnl_attr_get_payload_len(nested), cb, data);
 }
 
 // --- attributes: building ---
