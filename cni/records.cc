@@ -243,14 +243,17 @@ std::optional<int64_t> kernel_start_ns() {
 }
 }  // namespace
 
-// The earlier of the two. Static initialisation can come long after the fork that started
-// us (a loaded node; ASan's runtime takes ~70 ms here), and GC keeps what completed after
-// this moment: a moment too early only keeps a stale attachment until the next GC, one too
-// late releases an attachment whose ADD began after the runtime took its valid list.
+// Static initialisation, unless start-up was slow. Normally it comes within a few ms of
+// the fork and is the precise moment; the fork time from /proc is rounded down to a 10 ms
+// tick, so using it would keep attachments whose ADD completed just before GC started. But
+// a slow start-up (a loaded node; ASan's runtime takes ~70 ms here) moves static
+// initialisation well past the fork, and GC would then release an attachment whose ADD
+// began after the runtime took its valid list: then the (early) fork tick is the safe side.
 int64_t process_start_ns() {
+    constexpr int64_t kSlowStartNs = 20'000'000;
     static const int64_t start = [] {
         auto k = kernel_start_ns();
-        return k ? std::min(*k, g_static_init_ns) : g_static_init_ns;
+        return k && g_static_init_ns - *k > kSlowStartNs ? *k : g_static_init_ns;
     }();
     return start;
 }

@@ -21,8 +21,8 @@ struct Record {
 
 /// CLOCK_BOOTTIME now, in ns (the clock process start times are kept in).
 int64_t boottime_ns();
-/// When this process was started, on the same clock: the fork (to the 10 ms tick below it)
-/// or static initialisation, whichever is earlier.
+/// When this process was started, on the same clock: static initialisation, or the fork
+/// (to the 10 ms tick below it) when start-up took more than 20 ms.
 int64_t process_start_ns();
 
 std::string records_dir(const std::string& state_dir, const std::string& network);
