@@ -17,9 +17,11 @@ int lock_timeout_ms(const conf::NetConf& c) {
 }
 }  // namespace
 
-// ADD: check everything that needs no change first, then acquire step by step with an
-// undo registered right after each acquisition; the result is printed only when all
-// steps succeeded, and only then is the undo stack dismissed.
+// ADD: check everything that needs no change first (the pod's interface name is free,
+// the device or master exists and is free, requested addresses are in range, placement),
+// then acquire step by step with an undo registered right after each acquisition; the
+// result is printed only when all steps succeeded, and only then is the undo stack
+// dismissed. A refused ADD leaves no file and no directory it did not find.
 Output cmd_add(const Env& env, const conf::NetConf& c) {
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
@@ -32,16 +34,18 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     auto attachment = make_attachment(c);
     require_ifname_free(pod, env.ifname);
     attachment->preflight(ctx);
+    ipam_preflight(c);
     check_placement(ctx);
 
     // Held until we return: GC of this network waits for us and we for it.
     NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
     Rollback undo;
+    // Runs last: the directories this ADD created go when nothing else is in them.
+    undo.add("network directory", [&] { gc_guard.release_created(); });
     // The record goes first: if we die anywhere below, GC finds the attachment by it.
     write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr});
     undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
-    Result ipam = ipam_add(env, c);
-    undo.add("ipam", [&] { ipam_del(env, c); });
+    Result ipam = ipam_add(env, c, undo);
     failpoint("after-ipam");
 
     Result result;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cni/error.h"
+#include "cni/text.h"
 #include "cni/version.h"
 
 namespace cni::cli {
@@ -34,6 +35,21 @@ int main(int argc, char** argv) {
     add_ipam(app, status);
     add_node_report(app, status);
     add_explain(app, status);
+    // CLI11 reads an unknown first word as a stray positional and only says that a
+    // subcommand is required; name the word and the subcommands instead.
+    if (argc >= 2 && argv[1][0] != '-') {
+        std::string names;
+        bool known = false;
+        for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+            names += (names.empty() ? "" : ", ") + sub->get_name();
+            known = known || sub->get_name() == argv[1];
+        }
+        if (!known) {
+            std::fprintf(stderr, "topocni: unknown subcommand '%s'; subcommands: %s (see topocni --help)\n",
+                         utf8_escaped(argv[1]).c_str(), names.c_str());
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

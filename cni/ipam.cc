@@ -3,6 +3,9 @@
 #include "cni/delegate.h"
 #include "cni/error.h"
 #include "cni/result.h"
+#include "ipam/allocator.h"
+
+#include <memory>
 
 namespace cni {
 
@@ -18,13 +21,20 @@ std::string run(const Env& env, const conf::NetConf& c, const char* command) {
 
 }  // namespace
 
-Result ipam_add(const Env& env, const conf::NetConf& c) {
+void ipam_preflight(const conf::NetConf& c) {
+    if (builtin(c)) store(c).check_requested(c.requested_ips);
+}
+
+Result ipam_add(const Env& env, const conf::NetConf& c, Rollback& undo) {
     if (c.ipam_type.empty()) return {};
     Result r;
     if (builtin(c)) {
-        r = store(c).allocate({env.container_id, env.ifname}, c.requested_ips);
+        auto ticket = std::make_shared<ipam::AllocationUndo>();
+        r = store(c).allocate({env.container_id, env.ifname}, c.requested_ips, ticket.get());
+        undo.add("ipam", [&c, ticket] { store(c).undo(*ticket); });
     } else {
         auto out = run(env, c, "ADD");
+        undo.add("ipam", [&env, &c] { run(env, c, "DEL"); });
         auto j = nlohmann::json::parse(out, nullptr, false);
         if (j.is_discarded()) throw Error(kDecodingFailure, "ipam plugin '" + c.ipam_type + "' printed invalid JSON", out);
         try {

@@ -19,6 +19,7 @@
 #include "cni/error.h"
 #include "cni/log.h"
 #include "cni/state.h"
+#include "ipam/fs.h"
 #include "cni/yaml.h"
 
 namespace cni::kube {
@@ -457,10 +458,10 @@ Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const C
     }
     if (!opt.write) return fetch_node_labels(kc, node, kTimeout);
 
-    // One fetch at a time per node; whoever waited finds the fresh entry (or the
-    // remembered failure) and does not fetch again.
-    state::Lock lock(opt.state_dir + "/node-labels/" + node + ".lock", "the node label cache",
-                     std::chrono::seconds(10));
+    // One fetch at a time; whoever waited finds the fresh entry (or the remembered
+    // failure) and does not fetch again. The cache's directory is the lock: no lock file.
+    ipam::fs::mkdir_p(opt.state_dir + "/node-labels", 0700);
+    state::Lock lock(opt.state_dir + "/node-labels", "the node label cache", std::chrono::seconds(10));
     auto cached = read_cache(path);
     double now = now_seconds();
     if (auto hit = fresh(cached, kc.server, opt.ttl_seconds, now)) return *hit;

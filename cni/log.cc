@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "cni/text.h"
 #include "netns/fd.h"
 
 namespace cni::log {
@@ -68,7 +69,7 @@ void write(Level level, const std::string& message) {
     std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
                   t.tm_hour, t.tm_min, t.tm_sec, static_cast<long>(tv.tv_usec / 1000));
     std::string line = std::string(ts) + " " + name(level) + " " + s.verb + " " + s.container_id + " " + s.ifname +
-                       ": " + message;
+                       ": " + utf8_escaped(message);
     for (auto& ch : line)
         if (ch == '\n') ch = ' ';   // one event, one line
     line += '\n';

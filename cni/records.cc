@@ -43,47 +43,6 @@ std::optional<Record> parse(const std::string& text) {
     return r;
 }
 
-// Spare record files, as in the IPAM store (ipam/disk_store.cc): on ext4 without a
-// journal, allocating an inode costs ~0.5 ms under pod churn. A removed record is renamed
-// into .spares/ (names starting with '.' are never records) and the next new record
-// reuses one, so an ADD/DEL pair allocates and frees no inode here.
-constexpr size_t kMaxSpareRecords = 256;
-
-std::vector<std::string> spare_names(const std::string& spares) {
-    std::vector<std::string> out;
-    if (DIR* d = ::opendir(spares.c_str())) {
-        while (auto* e = ::readdir(d))
-            if (e->d_name[0] != '.') out.emplace_back(e->d_name);
-        ::closedir(d);
-    }
-    return out;
-}
-
-/// Puts `text` under `final_path` (which does not exist yet) through a spare; false when
-/// there is no usable spare or the name turned out to exist. ADDs of one network run
-/// concurrently (they share the network lock), so a spare is first claimed by renaming it
-/// to a name of our own, which only one process can do, and only then rewritten. A kill
-/// between the claim and the final rename leaves that .claimed-* file behind: one inode,
-/// never read as a record or reused.
-bool record_from_spare(const std::string& dir, const std::string& final_path, const std::string& text) {
-    static unsigned seq = 0;
-    const std::string spares = dir + "/.spares";
-    for (auto& name : spare_names(spares)) {
-        const std::string p = spares + "/.claimed-" + std::to_string(::getpid()) + "-" + std::to_string(seq++);
-        if (::rename((spares + "/" + name).c_str(), p.c_str()) != 0) continue;   // another ADD took it
-        bool written = false;
-        try {
-            written = ipam::fs::rewrite_lone_file(AT_FDCWD, p, text, p, false);
-        } catch (const Error&) {
-        }
-        if (written && ::renameat2(AT_FDCWD, p.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE) == 0)
-            return true;
-        ::unlink(p.c_str());
-        return false;
-    }
-    return false;
-}
-
 }  // namespace
 
 std::string records_dir(const std::string& state_dir, const std::string& network) {
@@ -111,7 +70,6 @@ void write_record(const std::string& state_dir, const Record& r) {
     // record of the same name) stands for nothing; the completion record is longer than
     // the intent it replaces, so it needs no truncate (which on ext4 would start writeback).
     if (text.size() <= 4096) {
-        if (r.result.is_null() && record_from_spare(dir, final_path, text)) return;
         try {
             ipam::fs::write_in_place(AT_FDCWD, final_path, text, final_path);
         } catch (const Error& e) {
@@ -139,15 +97,7 @@ void write_record(const std::string& state_dir, const Record& r) {
 
 void remove_record(const std::string& state_dir, const std::string& network, const std::string& container_id,
                    const std::string& ifname) {
-    const std::string dir = records_dir(state_dir, network);
-    const std::string path = file_for(state_dir, network, container_id, ifname);
-    const std::string spares = dir + "/.spares";
-    if ((::mkdir(spares.c_str(), 0700) == 0 || errno == EEXIST) && spare_names(spares).size() < kMaxSpareRecords) {
-        static unsigned seq = 0;
-        const std::string spare = spares + "/" + std::to_string(::getpid()) + "-" + std::to_string(seq++);
-        if (::rename(path.c_str(), spare.c_str()) == 0 || errno == ENOENT) return;
-    }
-    ::unlink(path.c_str());
+    ::unlink(file_for(state_dir, network, container_id, ifname).c_str());
 }
 
 std::optional<Record> read_record(const std::string& state_dir, const std::string& network,
@@ -176,29 +126,51 @@ std::vector<Record> list_records(const std::string& state_dir, const std::string
     return out;
 }
 
+// The lock is the records directory itself, flocked: no lock file to outlive the
+// network's last attachment. A failed first ADD removes the directory it created (see
+// release_created()), so whoever gets the lock checks that the directory still has a name
+// (link count above zero) and otherwise starts over.
 NetworkLock::NetworkLock(const std::string& state_dir, const std::string& network, Mode mode, int timeout_ms) {
-    std::string dir = records_dir(state_dir, network);
-    ipam::fs::mkdir_p(dir, 0700);
-    std::string path = dir + "/.lock";
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0) throw Error(kIoFailure, "cannot open '" + path + "': " + strerror(errno), {}, errno);
+    dir_ = records_dir(state_dir, network);
     int op = (mode == Shared ? LOCK_SH : LOCK_EX) | LOCK_NB;
     // Poll with a growing sleep: no signal handler to arm, and the first try is free.
     long waited_us = 0, step_us = 200;
-    while (::flock(fd_, op) < 0) {
-        if (errno != EWOULDBLOCK && errno != EINTR)
-            throw Error(kIoFailure, "cannot lock '" + path + "': " + strerror(errno), {}, errno);
-        if (waited_us >= static_cast<long>(timeout_ms) * 1000) {
-            ::close(fd_);
-            fd_ = -1;
-            throw Error(kTryAgainLater, "timed out after " + std::to_string(timeout_ms / 1000.0).substr(0, 4) +
-                                            "s waiting for lock '" + path + "' (a GC or ADD of this network is running)");
+    for (int attempt = 0;; ++attempt) {
+        for (auto& d : ipam::fs::make_dirs(dir_, 0700)) created_.push_back(d);
+        fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd_ < 0) {
+            if (errno == ENOENT && attempt < 5) continue;
+            throw Error(kIoFailure, "cannot open '" + dir_ + "': " + strerror(errno), {}, errno);
         }
-        timespec ts{0, step_us * 1000};
-        ::nanosleep(&ts, nullptr);
-        waited_us += step_us;
-        step_us = std::min(step_us * 2, 20000L);
+        while (::flock(fd_, op) < 0) {
+            if (errno != EWOULDBLOCK && errno != EINTR)
+                throw Error(kIoFailure, "cannot lock '" + dir_ + "': " + strerror(errno), {}, errno);
+            if (waited_us >= static_cast<long>(timeout_ms) * 1000) {
+                ::close(fd_);
+                fd_ = -1;
+                throw Error(kTryAgainLater, "timed out after " + std::to_string(timeout_ms / 1000.0).substr(0, 4) +
+                                                "s waiting for lock '" + dir_ +
+                                                "' (a GC or ADD of this network is running)");
+            }
+            timespec ts{0, step_us * 1000};
+            ::nanosleep(&ts, nullptr);
+            waited_us += step_us;
+            step_us = std::min(step_us * 2, 20000L);
+        }
+        struct stat st;
+        if (::fstat(fd_, &st) == 0 && st.st_nlink > 0) return;
+        ::close(fd_);
+        fd_ = -1;
+        if (attempt >= 5) throw Error(kTryAgainLater, "'" + dir_ + "' keeps being removed while we wait for it");
     }
+}
+
+void NetworkLock::release_created() noexcept {
+    if (fd_ < 0 || created_.empty()) return;
+    // Only while nobody else holds the lock (another ADD of the network shares it and
+    // is about to write its record here): then the directory is ours to take away.
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) return;
+    if (ipam::fs::is_empty_dir(dir_)) ipam::fs::remove_dirs(created_);
 }
 
 NetworkLock::~NetworkLock() {

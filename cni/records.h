@@ -26,10 +26,10 @@ int64_t boottime_ns();
 int64_t process_start_ns();
 
 std::string records_dir(const std::string& state_dir, const std::string& network);
-/// Written so that a kill leaves the old record or the new one (see records.cc), through
-/// a spare file when one is free; errors are logged, not thrown.
+/// Written so that a kill leaves the old record or the new one (see records.cc); errors
+/// are logged, not thrown.
 void write_record(const std::string& state_dir, const Record& r);
-/// Renamed into the spare pool (.spares/) while it has room, else unlinked.
+/// Unlinks the record; a missing one is fine.
 void remove_record(const std::string& state_dir, const std::string& network, const std::string& container_id,
                    const std::string& ifname);
 std::optional<Record> read_record(const std::string& state_dir, const std::string& network,
@@ -41,12 +41,18 @@ std::vector<Record> list_records(const std::string& state_dir, const std::string
 class NetworkLock {
 public:
     enum Mode { Shared, Exclusive };
+    /// Creates the network's records directory when missing (see created()).
     NetworkLock(const std::string& state_dir, const std::string& network, Mode mode, int timeout_ms);
     ~NetworkLock();
     NetworkLock(const NetworkLock&) = delete;
     NetworkLock& operator=(const NetworkLock&) = delete;
+    /// Undo of a refused ADD: removes the directories this lock created when they are
+    /// empty and nobody else holds the lock.
+    void release_created() noexcept;
 
 private:
+    std::string dir_;
+    std::vector<std::string> created_;
     int fd_ = -1;
 };
 

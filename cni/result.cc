@@ -1,6 +1,7 @@
 #include "cni/result.h"
 
 #include "cni/error.h"
+#include "cni/text.h"
 #include "cni/version.h"
 #include "conf/fields.h"
 
@@ -200,8 +201,12 @@ Result result_from_json(const json& j, const std::string& path) {
 }
 
 json error_to_json(int code, const std::string& msg, const std::string& details, const std::string& version) {
-    json j = {{"cniVersion", version.empty() ? "1.1.0" : version}, {"code", code}, {"msg", msg}};
-    if (!details.empty()) j["details"] = details;
+    // Messages quote input (a config value, a path, a parser's view of the bytes), which
+    // may be any bytes; the error object must still print as JSON.
+    json j = {{"cniVersion", version.empty() || !valid_utf8(version) ? "1.1.0" : version},
+              {"code", code},
+              {"msg", utf8_escaped(msg)}};
+    if (!details.empty()) j["details"] = utf8_escaped(details);
     return j;
 }
 

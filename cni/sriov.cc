@@ -32,6 +32,7 @@
 #include "cni/pod_netns.h"
 #include "cni/records.h"
 #include "cni/state.h"
+#include "ipam/fs.h"
 #include "netns/netlink.h"
 #include "netns/sysctl.h"
 #include "netns/sysfs.h"
@@ -159,7 +160,11 @@ class Sriov : public Attachment {
 public:
     explicit Sriov(std::unique_ptr<vf::PfControl> pf) : pf_(std::move(pf)) {}
 
-    void add(Context& ctx, const Result& ipam, Result& result, Rollback& undo) override {
+    // Everything that can refuse the VF without a change: it exists, is a VF of a PF with
+    // a netdev, is free (or held by an attachment whose netns is gone, which ADD takes
+    // back), and has a netdev on the node or a userspace driver. ADD repeats the checks
+    // that matter under the VF's lock.
+    void preflight(Context& ctx) override {
         const auto& c = ctx.conf;
         if (c.sriov->device_id.empty())
             fail_config("deviceID: missing: set deviceID (Multus injects it from the network's "
@@ -167,9 +172,28 @@ public:
         const std::string pci = c.sriov->device_id;
         netns::sysfs::Tree tree(c.sysfs_root);
         state::VfStore store(c.state_dir);
+        locate(tree, pci);
+        if (auto held = store.read(pci)) {
+            if (!held->owner.same_attachment(owner_of(ctx)) && netns_exists(held->owner.netns))
+                throw busy(*held, store);
+            return;   // ours from a retried ADD, or a dead pod's: ADD restores it first
+        }
+        if (tree.netdevs(pci).empty()) {
+            auto driver = tree.driver(pci);
+            if (!driver || !netns::sysfs::is_userspace_driver(*driver))
+                fail_config("deviceID: VF " + pci + " has no netdev on the node and is not bound to a userspace "
+                            "driver (driver: " + driver.value_or("none") + "); is it in use by another netns?");
+        }
+    }
+
+    void add(Context& ctx, const Result& ipam, Result& result, Rollback& undo) override {
+        const auto& c = ctx.conf;
+        const std::string pci = c.sriov->device_id;
+        netns::sysfs::Tree tree(c.sysfs_root);
+        state::VfStore store(c.state_dir);
 
         VfRecord rec = locate(tree, pci);
-        lock(store, pci);
+        lock(store, tree, pci);
         claim(ctx, store, tree, pci);
         inspect(tree, rec);
         rec.owner = owner_of(ctx);
@@ -179,8 +203,11 @@ public:
             rec.device_info_file = c.sriov->device_info_file;
 
         // From here on the node changes: the record goes first, so DEL can always undo.
-        store.write(rec);
-        undo.add("state record " + pci, [store, pci] { store.remove(pci); });
+        auto created = store.write(rec);
+        undo.add("state record " + pci, [store, pci, created] {
+            store.remove(pci);
+            ipam::fs::remove_dirs(created);
+        });
         failpoint("after-state-record");
         apply_pf_settings(rec, undo);
         if (rec.device_info_file) {
@@ -216,7 +243,7 @@ public:
         // VF handed to another pod since is never ours to reset.
         for (auto& found : store.list()) {
             if (!found.owner.same_attachment(me)) continue;
-            lock(store, found.pci);
+            lock(store, tree, found.pci);
             auto rec = store.read(found.pci);   // again, under the lock
             if (!rec || !rec->owner.same_attachment(me)) continue;
             // Without CNI_NETNS (some runtimes send none once the pod is stopping) the
@@ -268,7 +295,7 @@ public:
             // Not valid: the runtime no longer knows the attachment (e.g. an ADD killed
             // half-way). Its netns may still exist; take the VF back from it as DEL would.
             failures.run([&] {
-                lock(store, found.pci);
+                lock(store, tree, found.pci);
                 auto rec = store.read(found.pci);
                 if (!rec || !rec->owner.same_attachment(found.owner)) return;
                 std::optional<netns::Handle> pod;
@@ -283,8 +310,15 @@ public:
 
 private:
     /// Takes the VF's lock unless this process holds it already (flock would not nest).
-    void lock(const state::VfStore& store, const std::string& pci) {
-        if (!locks_.count(pci)) locks_.emplace(pci, store.lock(pci));
+    /// A VF that no longer exists has nothing to serialise (restore drops its record).
+    void lock(const state::VfStore& store, const netns::sysfs::Tree& tree, const std::string& pci) {
+        if (locks_.count(pci)) return;
+        if (auto l = store.lock(tree, pci)) locks_.emplace(pci, std::move(*l));
+    }
+
+    static Error busy(const VfRecord& held, const state::VfStore& store) {
+        return Error(kDeviceBusy, "VF " + held.pci + " is in use by " + held.owner.str(),
+                     "netns " + held.owner.netns + "; state record " + store.path(held.pci));
     }
 
     /// The VF's place in the PCI tree; code 7 naming the device when it is no VF.
@@ -311,9 +345,7 @@ private:
         auto rec = store.read(pci);
         if (!rec) return;
         if (!rec->owner.same_attachment(owner_of(ctx))) {
-            if (netns_exists(rec->owner.netns))
-                throw Error(kDeviceBusy, "VF " + pci + " is in use by " + rec->owner.str(),
-                            "netns " + rec->owner.netns + "; state record " + store.path(pci));
+            if (netns_exists(rec->owner.netns)) throw busy(*rec, store);
             log::warn("VF " + pci + " was left by " + rec->owner.str() + " whose netns is gone; restoring it");
         }
         auto pod = open_pod_netns_if_present(rec->owner.netns, ctx.host);

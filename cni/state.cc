@@ -13,6 +13,7 @@
 
 #include "cni/error.h"
 #include "cni/log.h"
+#include "ipam/fs.h"
 #include "netns/sysfs.h"
 
 namespace cni::state {
@@ -29,17 +30,6 @@ using netns::UniqueFd;
 std::string parent_of(const std::string& path) {
     auto slash = path.rfind('/');
     return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-void mkdir_p(const std::string& dir, mode_t mode) {
-    std::string cur;
-    size_t pos = 0;
-    while (pos != std::string::npos) {
-        pos = dir.find('/', pos + 1);
-        cur = dir.substr(0, pos);
-        if (cur.empty()) continue;
-        if (::mkdir(cur.c_str(), mode) < 0 && errno != EEXIST) fail_io("create directory", cur, errno);
-    }
 }
 
 void sync_dir(const std::string& dir) {
@@ -99,12 +89,17 @@ netns::vf::VfConfig config_from_json(const json& j) {
 
 }  // namespace
 
-void write_file(const std::string& path, const std::string& data, unsigned mode) {
+std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode) {
     std::string dir = parent_of(path);
-    mkdir_p(dir, 0700);
+    std::vector<std::string> created = ipam::fs::make_dirs(dir, 0700);
     std::string tmp = dir + "/." + path.substr(dir.size() + 1) + ".tmp." + std::to_string(::getpid());
     {
         UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+        if (!fd && errno == ENOENT) {
+            // A failed ADD elsewhere removed the directory it had created just now: again.
+            for (auto& d : ipam::fs::make_dirs(dir, 0700)) created.push_back(d);
+            fd = UniqueFd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+        }
         if (!fd) fail_io("create", tmp, errno);
         try {
             write_all(fd.get(), data, tmp);
@@ -120,11 +115,12 @@ void write_file(const std::string& path, const std::string& data, unsigned mode)
         fail_io("replace", path, err);
     }
     sync_dir(dir);
+    return created;
 }
 
 bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode) {
     std::string dir = parent_of(path);
-    mkdir_p(dir, dir_mode);
+    ipam::fs::mkdir_p(dir, dir_mode);
     std::string tmp = dir + "/." + path.substr(dir.size() + 1) + ".tmp." + std::to_string(::getpid());
     {
         UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
@@ -177,8 +173,8 @@ void remove_file(const std::string& path) {
 }
 
 Lock::Lock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout) {
-    mkdir_p(parent_of(path), 0700);
-    fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    // An existing directory (a device's sysfs directory): nothing is created for the lock.
+    fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd_) fail_io("open lock", path, errno);
     // Poll with LOCK_NB rather than block: a blocking flock cannot time out without a
     // signal or a thread, and neither belongs in a process that switches netns.
@@ -255,8 +251,15 @@ VfRecord vf_record_from_json(const json& j, const std::string& what) {
 
 VfStore::VfStore(const std::string& state_dir) : dir_(state_dir + "/sriov") {}
 
-Lock VfStore::lock(const std::string& pci, std::chrono::milliseconds timeout) const {
-    return Lock(dir_ + "/" + pci + ".lock", "VF " + pci, timeout);
+// The VF's own sysfs directory is what is locked: it exists exactly as long as the VF,
+// and a lock on it leaves no file behind (a lock file per VF under stateDir outlived
+// every attachment).
+std::optional<Lock> VfStore::lock(const netns::sysfs::Tree& tree, const std::string& pci,
+                                  std::chrono::milliseconds timeout) const {
+    std::string dir = tree.pci_path(pci);
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
+    return Lock(dir, "VF " + pci, timeout);
 }
 
 std::optional<VfRecord> VfStore::read(const std::string& pci) const {
@@ -266,7 +269,9 @@ std::optional<VfRecord> VfStore::read(const std::string& pci) const {
     return vf_record_from_json(j, "'" + path(pci) + "'");
 }
 
-void VfStore::write(const VfRecord& r) const { write_file(path(r.pci), to_json(r).dump(2) + "\n"); }
+std::vector<std::string> VfStore::write(const VfRecord& r) const {
+    return write_file(path(r.pci), to_json(r).dump(2) + "\n");
+}
 
 void VfStore::remove(const std::string& pci) const { remove_file(path(pci)); }
 

@@ -2,8 +2,8 @@
 // ADD found before it changed anything, so DEL can put it back even after a crash, a
 // lost netns or a new kernel name. One JSON file per VF, <stateDir>/sriov/<pci>.json,
 // written before the first irreversible step (temp file, fsync, rename, fsync of the
-// directory); its presence marks the VF as in use. A per-VF flock
-// (<stateDir>/sriov/<pci>.lock, never removed) serialises every verb on one VF.
+// directory); its presence marks the VF as in use. A flock on the VF's sysfs directory
+// serialises every verb on one VF.
 #pragma once
 #include <chrono>
 #include <optional>
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "netns/fd.h"
+#include "netns/sysfs.h"
 #include "netns/vf.h"
 
 namespace cni::state {
@@ -20,8 +21,9 @@ namespace cni::state {
 // --- files ---
 
 /// Replaces `path` atomically and durably: write a temp file beside it, fsync, rename,
-/// fsync the directory. Creates the directory (0700) when missing. Code 5 on failure.
-void write_file(const std::string& path, const std::string& data, unsigned mode = 0600);
+/// fsync the directory. Creates the directory (0700) when missing and returns the
+/// directories it created, outermost first. Code 5 on failure.
+std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode = 0600);
 /// Content of `path`; nullopt when it does not exist. Code 5 on other errors.
 std::optional<std::string> read_file(const std::string& path);
 /// Creates `path` with `data` unless it exists (never replaces): temp file, fsync, link,
@@ -31,7 +33,7 @@ bool create_once(const std::string& path, const std::string& data, unsigned mode
 /// Removes `path` and fsyncs its directory; a missing file is fine.
 void remove_file(const std::string& path);
 
-/// An exclusive flock held for the object's lifetime.
+/// An exclusive flock on an existing directory, held for the object's lifetime.
 class Lock {
 public:
     /// Waits at most `timeout`, then throws code 11 (try again later) naming `what`.
@@ -77,11 +79,14 @@ public:
     explicit VfStore(const std::string& state_dir);
     const std::string& dir() const { return dir_; }
     std::string path(const std::string& pci) const { return dir_ + "/" + pci + ".json"; }
-    /// Takes the VF's lock, waiting at most `timeout`.
-    Lock lock(const std::string& pci, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
+    /// Takes the VF's lock (its sysfs directory), waiting at most `timeout`; nullopt when
+    /// the VF no longer exists, so there is nothing on it to serialise.
+    std::optional<Lock> lock(const netns::sysfs::Tree& tree, const std::string& pci,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
     /// nullopt when there is no record; throws when it cannot be read.
     std::optional<VfRecord> read(const std::string& pci) const;
-    void write(const VfRecord& r) const;
+    /// Returns the directories it created (see write_file).
+    std::vector<std::string> write(const VfRecord& r) const;
     void remove(const std::string& pci) const;
     /// Every readable record; unreadable ones are logged and skipped.
     std::vector<VfRecord> list() const;

@@ -18,6 +18,8 @@ inline std::string join(const std::string& path, const std::string& key) {
     return path.empty() ? key : path + "." + key;
 }
 inline std::string index(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+/// "a" + "k" -> a["k"], for map keys that are data, not names.
+inline std::string label(const std::string& path, const std::string& key) { return path + "[\"" + key + "\"]"; }
 
 [[noreturn]] inline void bad(const std::string& path, const std::string& why) {
     throw cni::Error(cni::kInvalidConfig, path + ": " + why);

@@ -81,6 +81,16 @@ void parse_macvlan(NetConf& c) {
     }
 }
 
+// The runtime reads "capabilities" to decide what goes into runtimeConfig; a list or a
+// non-boolean would be silently ignored by it, so say so here.
+void parse_capabilities(const NetConf& c) {
+    auto* caps = opt_object(c.raw, "capabilities", "");
+    if (!caps) return;
+    for (auto it = caps->begin(); it != caps->end(); ++it)
+        if (!it->is_boolean())
+            bad(label("capabilities", it.key()), "expected true or false, got " + std::string(it->type_name()));
+}
+
 void parse_common(NetConf& c) {
     if (auto d = opt_string(c.raw, "stateDir", "")) {
         if (d->empty() || (*d)[0] != '/') bad("stateDir", "'" + *d + "' must be an absolute path");
@@ -123,10 +133,15 @@ void parse_gc(NetConf& c) {
 
 }  // namespace
 
+// libcni (and so Multus) sends "cniVersion": "" for a NAD that has none, and the
+// reference plugins read it as 0.1.0, as they read a missing key.
 std::string peek_version(const std::string& text) {
     auto j = json::parse(text, nullptr, false);
-    if (j.is_object() && j.contains("cniVersion") && j["cniVersion"].is_string()) return j["cniVersion"];
-    return {};
+    if (!j.is_object()) return {};
+    auto it = j.find("cniVersion");
+    if (it == j.end() || it->is_null()) return "0.1.0";
+    if (!it->is_string()) return {};
+    return it->get<std::string>().empty() ? "0.1.0" : it->get<std::string>();
 }
 
 NetConf parse(const std::string& text, const ArgsView& args) {
@@ -149,7 +164,9 @@ NetConf parse(const std::string& text, const ArgsView& args) {
     }
     if (!c.raw.is_object()) throw cni::Error(cni::kDecodingFailure, "failed to decode config: not a JSON object");
 
-    c.cni_version = opt_string(c.raw, "cniVersion", "").value_or("0.1.0");
+    // Missing and "" both mean 0.1.0 (libcni sends "" for a NAD without cniVersion).
+    c.cni_version = opt_string(c.raw, "cniVersion", "").value_or("");
+    if (c.cni_version.empty()) c.cni_version = "0.1.0";
     cni::require_supported(c.cni_version);
     c.name = opt_string(c.raw, "name", "").value_or("");
     if (c.name.empty()) bad("name", "missing");
@@ -188,6 +205,7 @@ NetConf parse(const std::string& text, const ArgsView& args) {
         c.dns.options = opt_strings(*dns, "options", "dns");
     }
     parse_common(c);
+    parse_capabilities(c);
     parse_ipam(c, args);
     parse_sriov(c);
     parse_placement(c);

@@ -58,8 +58,6 @@ void check_label_value(const std::string& value, const std::string& path) {
     if (auto why = name_problem(value, true); !why.empty()) bad(path, "label value '" + value + "' " + why);
 }
 
-std::string label_path(const std::string& path, const std::string& key) { return path + "[\"" + key + "\"]"; }
-
 std::string string_value(const json& v, const std::string& path) {
     if (!v.is_string()) bad(path, "expected a string, got " + std::string(v.type_name()));
     return v.get<std::string>();
@@ -68,7 +66,7 @@ std::string string_value(const json& v, const std::string& path) {
 /// A label map ({"key": "value"}), each pair becoming `key In [value]`.
 void parse_label_map(const json& j, const std::string& path, LabelSelector& out) {
     for (auto it = j.begin(); it != j.end(); ++it) {
-        std::string p = label_path(path, it.key());
+        std::string p = label(path, it.key());
         check_label_key(it.key(), p);
         std::string v = string_value(*it, p);
         check_label_value(v, p);
@@ -243,18 +241,9 @@ void parse_placement(NetConf& c) {
     if (auto* t = opt_object(j, "topology", "")) p.topology = parse_topology(*t);
     if (auto d = abs_path(j, "kubeletRootDir")) p.kubelet_root_dir = *d;
 
-    // Constraints on a device make no sense for a veth, which has none; in meta-plugin
-    // mode the delegate decides and unknownTopology applies.
-    if (p.topology && !c.delegate && c.attachment == Attachment::Veth) {
-        const Topology& t = *p.topology;
-        const char* key = t.numa_policy != NumaPolicy::None ? "numaPolicy"
-                          : t.numa_node                     ? "numaNode"
-                          : t.min_link_speed_mbps           ? "minLinkSpeedMbps"
-                          : t.max_attachments_per_master    ? "maxAttachmentsPerMaster"
-                                                            : nullptr;
-        if (key)
-            bad(join("topology", key), "needs a device: attachment macvlan or sriov, or a delegate (a veth has none)");
-    }
+    // A veth has no device: its NUMA node, link speed and master are unknown topology,
+    // and unknownTopology decides (cni/placement.cc), so one NAD template with topology
+    // constraints works for every attachment kind.
     if (p.topology && p.topology->min_free_addresses) {
         std::string type = c.ipam_type;
         if (c.delegate)

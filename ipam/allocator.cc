@@ -20,6 +20,18 @@ std::optional<IpAddr> held_in(const RangeSet& set, const std::vector<IpAddr>& he
     return std::nullopt;
 }
 
+std::optional<size_t> set_of(const std::vector<RangeSet>& sets, const IpAddr& ip) {
+    for (size_t i = 0; i < sets.size(); ++i)
+        if (range_for(sets[i], ip)) return i;
+    return std::nullopt;
+}
+
+std::string all_sets(const std::vector<RangeSet>& sets) {
+    std::string out;
+    for (auto& s : sets) out += (out.empty() ? "" : "; ") + to_string(s);
+    return out;
+}
+
 std::string join(const std::vector<IpAddr>& ips) {
     std::string out;
     for (auto& ip : ips) out += (out.empty() ? "" : ", ") + ip.str();
@@ -29,7 +41,8 @@ std::string join(const std::vector<IpAddr>& ips) {
 }  // namespace
 
 std::vector<cni::IpConfig> Allocator::allocate(const Owner& owner, const std::vector<IpAddr>& requested) {
-    auto wanted = assign_requested(requested);
+    auto wanted = assign_requested(sets_, requested);
+    moves_.clear();
     auto held = store_.indexed(owner);
     cni::Rollback undo;   // releases the addresses this call reserved, unless dismissed
     std::vector<cni::IpConfig> out;
@@ -44,27 +57,16 @@ std::vector<cni::IpConfig> Allocator::allocate(const Owner& owner, const std::ve
     return out;
 }
 
-std::optional<size_t> Allocator::set_of(const IpAddr& ip) const {
-    for (size_t i = 0; i < sets_.size(); ++i)
-        if (range_for(sets_[i], ip)) return i;
-    return std::nullopt;
-}
-
-std::string Allocator::all_sets() const {
-    std::string out;
-    for (auto& s : sets_) out += (out.empty() ? "" : "; ") + to_string(s);
-    return out;
-}
-
 // Maps requested addresses to their sets before anything is reserved, so a bad
 // request fails without touching the store. At most one address per set.
-std::vector<std::optional<IpAddr>> Allocator::assign_requested(const std::vector<IpAddr>& requested) const {
-    std::vector<std::optional<IpAddr>> per_set(sets_.size());
+std::vector<std::optional<IpAddr>> Allocator::assign_requested(const std::vector<RangeSet>& sets,
+                                                                const std::vector<IpAddr>& requested) {
+    std::vector<std::optional<IpAddr>> per_set(sets.size());
     std::vector<IpAddr> extra;
     for (auto& ip : requested) {
-        auto s = set_of(ip);
-        if (!s) cni::fail_config("requested IP " + ip.str() + " is not in any range set (" + all_sets() + ")");
-        if (ip == range_for(sets_[*s], ip)->gateway)
+        auto s = set_of(sets, ip);
+        if (!s) cni::fail_config("requested IP " + ip.str() + " is not in any range set (" + all_sets(sets) + ")");
+        if (ip == range_for(sets[*s], ip)->gateway)
             cni::fail_config("requested IP " + ip.str() + " is the gateway of range set " + std::to_string(*s));
         if (!per_set[*s]) per_set[*s] = ip;
         else if (*per_set[*s] != ip && std::find(extra.begin(), extra.end(), ip) == extra.end()) extra.push_back(ip);
@@ -99,9 +101,20 @@ IpAddr Allocator::claim_next(size_t set, const Owner& owner, cni::Rollback& undo
     throw cni::Error(cni::kIpamExhausted, "no IP addresses available in range set: " + to_string(sets_[set]));
 }
 
+// The cursor's old value is kept so that an undo (here, or HostLocal::undo after a later
+// step of ADD failed) can put it back: a refused ADD changes nothing.
 void Allocator::claimed(size_t set, const IpAddr& ip, const Owner& owner, cni::Rollback& undo) {
     undo.add("release " + ip.str(), [this, ip, owner] { store_.remove({ip, owner.container_id, owner.ifname}); });
+    CursorMove move{set, store_.cursor(set), ip};
     store_.set_cursor(set, ip);
+    undo.add("cursor " + std::to_string(set), [this, move] { restore_cursor(store_, move); });
+    moves_.push_back(move);
+}
+
+void restore_cursor(Store& store, const CursorMove& m) {
+    if (store.cursor(m.set) != m.after) return;   // another ADD moved it since: theirs stands
+    if (m.before) store.set_cursor(m.set, *m.before);
+    else store.remove_cursor(m.set);
 }
 
 }  // namespace ipam

@@ -11,26 +11,45 @@
 
 namespace ipam {
 
+/// A round-robin cursor this allocation moved: from `before` (nullopt: no cursor file)
+/// to `after`. An undo puts it back when nobody moved it since.
+struct CursorMove {
+    size_t set = 0;
+    std::optional<IpAddr> before;
+    IpAddr after;
+};
+
+class Store;
+/// Puts a moved cursor back to `before` (removing the file when there was none) unless
+/// another allocation moved it since.
+void restore_cursor(Store& store, const CursorMove& m);
+
 class Allocator {
 public:
     Allocator(const std::vector<RangeSet>& sets, Store& store) : sets_(sets), store_(store) {}
+
+    /// Maps requested addresses to their sets (at most one per set), without a store:
+    /// code 7 naming the address when one is outside every set or is a gateway. ADD
+    /// runs this before it changes anything.
+    static std::vector<std::optional<IpAddr>> assign_requested(const std::vector<RangeSet>& sets,
+                                                               const std::vector<IpAddr>& requested);
 
     /// One IpConfig per set, in set order. A requested address is used for its set;
     /// otherwise an address the owner already holds there (retried ADD); otherwise the
     /// next free one in round-robin order. On failure only what this call reserved is
     /// released.
     std::vector<cni::IpConfig> allocate(const Owner& owner, const std::vector<IpAddr>& requested);
+    /// The cursors the last successful allocate() moved.
+    const std::vector<CursorMove>& cursor_moves() const { return moves_; }
 
 private:
-    std::vector<std::optional<IpAddr>> assign_requested(const std::vector<IpAddr>& requested) const;
-    std::optional<size_t> set_of(const IpAddr& ip) const;
     IpAddr claim_requested(size_t set, const IpAddr& ip, const Owner& owner, cni::Rollback& undo);
     IpAddr claim_next(size_t set, const Owner& owner, cni::Rollback& undo);
     void claimed(size_t set, const IpAddr& ip, const Owner& owner, cni::Rollback& undo);
-    std::string all_sets() const;
 
     const std::vector<RangeSet>& sets_;
     Store& store_;
+    std::vector<CursorMove> moves_;
 };
 
 }  // namespace ipam

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "cni/error.h"
 #include "ipam/fs.h"
 
 namespace ipam {
@@ -14,13 +15,7 @@ namespace {
 
 constexpr const char* kCursorPrefix = "last_reserved_ip.";
 constexpr const char* kProbe = ".topocni-probe";
-constexpr const char* kSparePrefix = "spare-";
-
-// Creates the store directory before the lock inside it can be opened.
-const std::string& prepared(const std::string& dir) {
-    fs::mkdir_p(dir, 0755);
-    return dir;
-}
+constexpr const char* kLegacyOwnDir = ".topocni";   // where earlier releases kept owners/ and tmp/
 
 // The address a directory entry reserves: only names that are exactly an address as
 // the reference prints it. This skips "lock", "last_reserved_ip.*", dot-files and
@@ -29,6 +24,21 @@ std::optional<IpAddr> reserved_ip(const std::string& name) {
     auto ip = IpAddr::parse(name);
     if (!ip || ip->str() != name) return std::nullopt;
     return ip;
+}
+
+/// The store's lock, with its directory created first in Create mode. A directory
+/// removed between the two (a first ADD rolled back) is created again.
+FileLock take_lock(const std::string& dir, std::chrono::milliseconds timeout, DiskStore::Mode mode,
+                   std::vector<std::string>& created) {
+    for (int attempt = 0;; ++attempt) {
+        if (mode == DiskStore::Mode::Create)
+            for (auto& d : fs::make_dirs(dir, 0755)) created.push_back(d);
+        try {
+            return FileLock(dir + "/lock", timeout);
+        } catch (const cni::Error& e) {
+            if (e.sys_errno != ENOENT || mode != DiskStore::Mode::Create || attempt >= 5) throw;
+        }
+    }
 }
 
 }  // namespace
@@ -57,89 +67,57 @@ std::optional<IpAddr> reserved_ip(const std::string& name) {
 // Files that are rewritten (the index, the cursor) are never renamed over or truncated
 // to zero: on ext4 either starts writeback of the new data (auto_da_alloc), which cost
 // 0.3 ms and up to several ms per ADD. See save_index() and set_cursor().
-DiskStore::DiskStore(std::string dir, std::chrono::milliseconds lock_timeout, bool durable)
-    : dir_(std::move(dir)), lock_(prepared(dir_) + "/lock", lock_timeout), durable_(durable) {
+//
+// Nothing outlives the attachment it was written for: a released reservation and an
+// emptied index are unlinked. (Earlier releases kept them as spare inodes for reuse,
+// which left files behind after every DEL.)
+DiskStore::DiskStore(std::string dir, std::string own_dir, std::chrono::milliseconds lock_timeout, bool durable,
+                     Mode mode)
+    : dir_(std::move(dir)),
+      own_dir_(std::move(own_dir)),
+      lock_(take_lock(dir_, lock_timeout, mode, created_)),
+      durable_(durable) {
     dir_fd_ = fs::open_dir(AT_FDCWD, dir_, dir_);
-    UniqueFd own = fs::make_dir(dir_fd_.get(), ".topocni", path(".topocni"), 0755);
-    owners_fd_ = fs::make_dir(own.get(), "owners", owners_path(""), 0755);
-    tmp_fd_ = fs::make_dir(own.get(), "tmp", tmp_path(""), 0755);
+    // Our files from before they moved out of the reference's directory walk.
+    if (fs::exists_at(dir_fd_.get(), kLegacyOwnDir, path(kLegacyOwnDir)))
+        fs::remove_tree(dir_fd_.get(), kLegacyOwnDir, path(kLegacyOwnDir));
+    open_own(false);
     clear_temps();
 }
 
-// Spare files. Allocating an inode is the dearest thing an ADD does to the store: on
-// ext4 without a journal (common on VM images) the allocator skips inodes freed in the
-// last seconds, which pod churn makes a long scan, ~0.5 ms per file here, three files per
-// ADD. So files leaving the store (a released reservation, a dropped index) are renamed
-// into tmp/ as spares instead of unlinked, and the next file written reuses one: rename
-// and rewrite, no allocation and no free. At most kMaxSpares are kept per store; their
-// content means nothing (it is rewritten before a spare is linked anywhere).
-//
-// Temp files are created and consumed while the lock is held, so a ".tmp-" file here
-// now was left by a process that died mid-write and is removed. A spare can be left
-// still linked to a reservation by a process that died between link() and unlink();
-// reuse checks that a spare has no other name (see take_spare()).
+// Our directories exist once an ADD reserved something; DEL, GC and CHECK only open
+// what is there.
+void DiskStore::open_own(bool create) {
+    if (owners_fd_ && tmp_fd_) return;
+    if (create) {
+        for (auto& sub : {"owners", "tmp"})
+            for (auto& d : fs::make_dirs(own_path(sub), 0755)) created_.push_back(d);
+    }
+    auto open_if = [&](const char* sub, UniqueFd& fd) {
+        if (fd) return;
+        fd = UniqueFd(::open(own_path(sub).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!fd && errno != ENOENT) fs::fail_io("open directory", own_path(sub), errno);
+    };
+    open_if("owners", owners_fd_);
+    open_if("tmp", tmp_fd_);
+}
+
+int DiskStore::owners_fd(bool create) {
+    if (!owners_fd_ && create) open_own(true);
+    return owners_fd_.get();   // -1 when absent and not created
+}
+
+int DiskStore::tmp_fd() {
+    if (!tmp_fd_) open_own(true);
+    return tmp_fd_.get();
+}
+
+// Temp files are created and consumed while the lock is held, so any file here now was
+// left by a process that died mid-write.
 void DiskStore::clear_temps() {
-    for (auto& name : fs::list_files(tmp_fd_.get(), tmp_path(""))) {
-        if (name.rfind(kSparePrefix, 0) == 0 && spares_.size() < kMaxSpares) spares_.push_back(name);
-        else fs::remove_at(tmp_fd_.get(), name, tmp_path(name));
-    }
-}
-
-std::string DiskStore::spare_name() {
-    return kSparePrefix + std::to_string(::getpid()) + "-" + std::to_string(seq_++);
-}
-
-std::optional<std::string> DiskStore::take_spare(std::string_view content, bool sync) {
-    while (!spares_.empty()) {
-        std::string name = std::move(spares_.back());
-        spares_.pop_back();
-        if (fs::rewrite_lone_file(tmp_fd_.get(), name, content, tmp_path(name), sync)) return name;
-        fs::remove_at(tmp_fd_.get(), name, tmp_path(name));   // another name still has it: drop ours
-    }
-    return std::nullopt;
-}
-
-std::string DiskStore::write_temp(std::string_view content, bool sync) {
-    if (auto spare = take_spare(content, sync)) return *spare;
-    std::string name = spare_name();
-    fs::create_file(tmp_fd_.get(), name, content, tmp_path(name), sync);
-    return name;
-}
-
-// A temp file that was not linked anywhere goes back to the pool.
-void DiskStore::keep_spare(const std::string& tmp) {
-    if (spares_.size() < kMaxSpares) spares_.push_back(tmp);
-    else fs::remove_at(tmp_fd_.get(), tmp, tmp_path(tmp));
-}
-
-// Takes `name` under `at` out of the store at once, as unlink() would, keeping its inode
-// as a spare while the pool has room. A missing file is not an error.
-void DiskStore::retire(int at, const std::string& name, const std::string& shown) {
-    if (spares_.size() < kMaxSpares) {
-        std::string spare = spare_name();
-        if (::renameat(at, name.c_str(), tmp_fd_.get(), spare.c_str()) == 0) {
-            spares_.push_back(spare);
-            return;
-        }
-        if (errno == ENOENT) return;
-    }
-    fs::remove_at(at, name, shown);
-}
-
-// Puts temp file `tmp` in place of `name` under `to_fd` atomically. An existing file is
-// swapped out with RENAME_EXCHANGE and then removed (it sits in tmp/ meanwhile, where a
-// crash leaves it to clear_temps()); only a new name, or a file system without
-// RENAME_EXCHANGE, gets a plain rename.
-void DiskStore::replace(const std::string& tmp, int to_fd, const std::string& name, const std::string& shown) {
-    if (::renameat2(tmp_fd_.get(), tmp.c_str(), to_fd, name.c_str(), RENAME_EXCHANGE) == 0) {
-        fs::remove_at(tmp_fd_.get(), tmp, tmp_path(tmp));
-        return;
-    }
-    if (::renameat(tmp_fd_.get(), tmp.c_str(), to_fd, name.c_str()) != 0) {
-        int err = errno;
-        fs::remove_at(tmp_fd_.get(), tmp, tmp_path(tmp));
-        fs::fail_io("replace", shown, err);
-    }
+    if (!tmp_fd_) return;
+    for (auto& name : fs::list_files(tmp_fd_.get(), own_path("tmp")))
+        fs::remove_at(tmp_fd_.get(), name, own_path("tmp/" + name));
 }
 
 bool DiskStore::taken(const IpAddr& ip) { return fs::exists_at(dir_fd_.get(), ip.str(), path(ip.str())); }
@@ -157,12 +135,23 @@ std::optional<Reservation> DiskStore::holder(const IpAddr& ip) {
 // updated before, so it always lists at least what the owner holds.
 bool DiskStore::reserve(const IpAddr& ip, const Owner& owner) {
     index_add(owner, ip);
-    std::string tmp = write_temp(reservation_content(owner), durable_);
+    const std::string content = reservation_content(owner);
     const std::string name = ip.str();
-    bool linked = ::linkat(tmp_fd_.get(), tmp.c_str(), dir_fd_.get(), name.c_str(), 0) == 0;
+    const std::string tmp = "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(seq_++);
+    int tfd = tmp_fd();
+    fs::create_file(tfd, tmp, content, own_path("tmp/" + tmp), durable_);
+    bool linked = ::linkat(tfd, tmp.c_str(), dir_fd_.get(), name.c_str(), 0) == 0;
     int err = errno;
-    if (linked) fs::remove_at(tmp_fd_.get(), tmp, tmp_path(tmp));   // the inode lives on as the reservation
-    else keep_spare(tmp);
+    fs::remove_at(tfd, tmp, own_path("tmp/" + tmp));
+    if (!linked && err == EXDEV) {
+        // <dataDir>/<net> is a mount of its own: write in place, as the reference does.
+        try {
+            fs::create_file(dir_fd_.get(), name, content, path(name), durable_);
+            linked = true;
+        } catch (const cni::Error& e) {
+            err = e.sys_errno;
+        }
+    }
     if (!linked && err != EEXIST) fs::fail_io("create reservation", path(name), err);
     if (linked && durable_) fs::sync(dir_fd_.get(), dir_);
     return linked;
@@ -171,7 +160,7 @@ bool DiskStore::reserve(const IpAddr& ip, const Owner& owner) {
 void DiskStore::remove(const Reservation& r) {
     auto now = holder(r.ip);
     if (!now || now->container_id != r.container_id || now->ifname != r.ifname) return;
-    retire(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
+    fs::remove_at(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
     if (durable_) fs::sync(dir_fd_.get(), dir_);
     if (!r.ifname.empty()) index_drop({r.container_id, r.ifname}, r.ip);
 }
@@ -195,10 +184,12 @@ std::vector<Reservation> DiskStore::find(const Owner& owner) {
 
 std::vector<Reservation> DiskStore::release(const Owner& owner) {
     auto held = find(owner);
-    for (auto& r : held) retire(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
+    for (auto& r : held) fs::remove_at(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
     if (!held.empty() && durable_) fs::sync(dir_fd_.get(), dir_);
-    const std::string name = index_file_name(owner);
-    retire(owners_fd_.get(), name, owners_path(name));
+    if (int fd = owners_fd(false); fd >= 0) {
+        const std::string name = index_file_name(owner);
+        fs::remove_at(fd, name, own_path("owners/" + name));
+    }
     return held;
 }
 
@@ -240,12 +231,19 @@ void DiskStore::set_cursor(size_t set, const IpAddr& ip) {
     fs::write_in_place(dir_fd_.get(), name, ip.str(), path(name));
 }
 
+void DiskStore::remove_cursor(size_t set) {
+    const std::string name = kCursorPrefix + std::to_string(set);
+    fs::remove_at(dir_fd_.get(), name, path(name));
+}
+
 void DiskStore::tidy_index() {
-    for (auto& name : fs::list_files(owners_fd_.get(), owners_path(""))) {
-        auto content = fs::read_at(owners_fd_.get(), name, owners_path(name));
+    int fd = owners_fd(false);
+    if (fd < 0) return;
+    for (auto& name : fs::list_files(fd, own_path("owners"))) {
+        auto content = fs::read_at(fd, name, own_path("owners/" + name));
         auto idx = content ? parse_index(*content) : std::nullopt;
         if (!idx || index_file_name(idx->owner) != name) {
-            fs::remove_at(owners_fd_.get(), name, owners_path(name));
+            fs::remove_at(fd, name, own_path("owners/" + name));
             continue;
         }
         auto held = verified(*idx);
@@ -256,20 +254,26 @@ void DiskStore::tidy_index() {
     }
 }
 
-// Writes a reservation-sized file into the store directory and removes it again.
+// Creates a reservation-sized file in the store directory and removes it again.
 void DiskStore::check_writable() {
-    std::string tmp = write_temp("probe", false);
     fs::remove_at(dir_fd_.get(), kProbe, path(kProbe));
-    bool linked = ::linkat(tmp_fd_.get(), tmp.c_str(), dir_fd_.get(), kProbe, 0) == 0;
-    int err = errno;
-    fs::remove_at(tmp_fd_.get(), tmp, tmp_path(tmp));
-    if (!linked) fs::fail_io("create", path(kProbe), err);
+    fs::create_file(dir_fd_.get(), kProbe, "probe", path(kProbe), false);
     fs::remove_at(dir_fd_.get(), kProbe, path(kProbe));
 }
 
+void DiskStore::remove_created(const std::vector<std::string>& created) {
+    bool made_store = std::find(created.begin(), created.end(), dir_) != created.end();
+    // Unlinked while we hold it: a waiter notices the name is gone and starts over.
+    if (made_store && fs::list_names(dir_fd_.get(), dir_) == std::vector<std::string>{"lock"})
+        fs::remove_at(dir_fd_.get(), "lock", path("lock"));
+    fs::remove_dirs(created);   // each only when empty: used by someone else meanwhile, it stays
+}
+
 std::optional<OwnerIndex> DiskStore::load_index(const Owner& owner) {
+    int fd = owners_fd(false);
+    if (fd < 0) return std::nullopt;
     const std::string name = index_file_name(owner);
-    auto content = fs::read_at(owners_fd_.get(), name, owners_path(name));
+    auto content = fs::read_at(fd, name, own_path("owners/" + name));
     auto idx = content ? parse_index(*content) : std::nullopt;
     if (!idx || idx->owner != owner) return std::nullopt;
     return idx;
@@ -285,21 +289,23 @@ std::optional<OwnerIndex> DiskStore::load_index(const Owner& owner) {
 void DiskStore::save_index(const OwnerIndex& idx) {
     const std::string name = index_file_name(idx.owner);
     if (idx.ips.empty()) {
-        retire(owners_fd_.get(), name, owners_path(name));
+        if (int fd = owners_fd(false); fd >= 0) fs::remove_at(fd, name, own_path("owners/" + name));
         return;
     }
+    int fd = owners_fd(true);
     const std::string text = format_index(idx);
-    if (text.size() > 4096) {
-        replace(write_temp(text, false), owners_fd_.get(), name, owners_path(name));
+    if (text.size() <= 4096) {
+        fs::write_in_place(fd, name, text, own_path("owners/" + name));
         return;
     }
-    // A new index: a spare with the text already in it takes the name (never over an
-    // existing file, which is rewritten in place instead).
-    if (auto spare = take_spare(text, false)) {
-        if (::renameat2(tmp_fd_.get(), spare->c_str(), owners_fd_.get(), name.c_str(), RENAME_NOREPLACE) == 0) return;
-        keep_spare(*spare);
+    // Bigger than a page (thousands of addresses): a temp file renamed over it.
+    const std::string tmp = "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(seq_++);
+    fs::create_file(tmp_fd(), tmp, text, own_path("tmp/" + tmp), false);
+    if (::renameat(tmp_fd(), tmp.c_str(), fd, name.c_str()) != 0) {
+        int err = errno;
+        fs::remove_at(tmp_fd(), tmp, own_path("tmp/" + tmp));
+        fs::fail_io("replace", own_path("owners/" + name), err);
     }
-    fs::write_in_place(owners_fd_.get(), name, text, owners_path(name));
 }
 
 void DiskStore::index_add(const Owner& owner, const IpAddr& ip) {

@@ -1,12 +1,15 @@
 // The on-disk store, byte-compatible with the reference host-local plugin:
-//   <dir>/<ip>                   reservation: "<containerID>\r\n<ifname>", mode 0600
-//   <dir>/last_reserved_ip.<set> round-robin cursor: the address as text
-//   <dir>/lock                   flocked for the whole of every operation
-// plus our own, which the reference ignores (it only ever matches file contents):
-//   <dir>/.topocni/owners/<name> owner index (see owner_index.h)
-//   <dir>/.topocni/tmp/          temp files and "spare-*" files kept for reuse (no inode
-//                                allocated per ADD: see clear_temps()); any other file
-//                                here when we get the lock is a crash leftover, removed
+//   <dataDir>/<net>/<ip>                    reservation: "<containerID>\r\n<ifname>", mode 0600
+//   <dataDir>/<net>/last_reserved_ip.<set>  round-robin cursor: the address as text
+//   <dataDir>/<net>/lock                    flocked for the whole of every operation
+// plus our own, beside the network's directory rather than in it: the reference walks
+// <dataDir>/<net> recursively and reads every file there as a possible reservation, so
+// nothing of ours may sit inside it.
+//   <dataDir>/.topocni/<net>/owners/<name>  owner index (see owner_index.h)
+//   <dataDir>/.topocni/<net>/tmp/           a reservation being written (then linked into
+//                                           place); anything here when we get the lock
+//                                           is a crash leftover and is removed
+// A network's name never starts with '.', so ".topocni" is never a network's directory.
 #pragma once
 #include <chrono>
 #include <optional>
@@ -22,10 +25,16 @@ namespace ipam {
 
 class DiskStore final : public Store {
 public:
-    /// Creates `dir` (0755) when missing, takes its lock within `lock_timeout` (else
-    /// code 11) and removes temp files a crashed run left behind. `durable`: reserve and
-    /// remove return only once the change would survive a power loss (ipam.fsync).
-    DiskStore(std::string dir, std::chrono::milliseconds lock_timeout, bool durable = false);
+    enum class Mode {
+        Create,     ///< ADD: create the directories when missing
+        Existing,   ///< DEL, GC, CHECK...: the caller saw `dir` exist; create nothing new in it
+    };
+    /// Opens the store in `dir` with our files under `own_dir`, takes its lock within
+    /// `lock_timeout` (else code 11) and removes temp files a crashed run left behind.
+    /// `durable`: reserve and remove return only once the change would survive a power
+    /// loss (ipam.fsync). In Existing mode a store removed meanwhile is code 5 with
+    /// sys_errno ENOENT.
+    DiskStore(std::string dir, std::string own_dir, std::chrono::milliseconds lock_timeout, bool durable, Mode mode);
 
     bool taken(const IpAddr& ip) override;
     std::optional<Reservation> holder(const IpAddr& ip) override;
@@ -38,20 +47,24 @@ public:
     std::vector<IpAddr> addresses() override;
     std::optional<IpAddr> cursor(size_t set) override;
     void set_cursor(size_t set, const IpAddr& ip) override;
+    void remove_cursor(size_t set) override;
     void tidy_index() override;
     void check_writable() override;
 
+    /// Directories this open (and the writes since) created, outermost first.
+    const std::vector<std::string>& created() const { return created_; }
+    /// Undo of an ADD that created directories (`created`, from created()): each that is
+    /// empty now is removed; the store's own directory too when only its lock is left in
+    /// it, lock and all (a waiter on the lock notices, see FileLock, and starts over).
+    void remove_created(const std::vector<std::string>& created);
+
 private:
     std::string path(const std::string& name) const { return dir_ + "/" + name; }
-    std::string owners_path(const std::string& name) const { return dir_ + "/.topocni/owners/" + name; }
-    std::string tmp_path(const std::string& name) const { return dir_ + "/.topocni/tmp/" + name; }
-    std::string write_temp(std::string_view content, bool sync);
-    void replace(const std::string& tmp, int to_fd, const std::string& name, const std::string& shown);
+    std::string own_path(const std::string& name) const { return own_dir_ + "/" + name; }
+    int owners_fd(bool create);
+    int tmp_fd();
+    void open_own(bool create);
     void clear_temps();
-    std::string spare_name();
-    std::optional<std::string> take_spare(std::string_view content, bool sync);
-    void keep_spare(const std::string& tmp);
-    void retire(int at, const std::string& name, const std::string& shown);
     std::optional<OwnerIndex> load_index(const Owner& owner);
     void save_index(const OwnerIndex& idx);
     void index_add(const Owner& owner, const IpAddr& ip);
@@ -59,12 +72,11 @@ private:
     std::vector<Reservation> verified(const OwnerIndex& idx);
     std::vector<Reservation> scan(const Owner& owner);
 
-    std::string dir_;
+    std::string dir_, own_dir_;
+    std::vector<std::string> created_;
     FileLock lock_;
     UniqueFd dir_fd_, owners_fd_, tmp_fd_;
     unsigned seq_ = 0;
-    std::vector<std::string> spares_;   ///< names in tmp/ of files free for reuse
-    static constexpr size_t kMaxSpares = 256;
     bool durable_ = false;
 };
 

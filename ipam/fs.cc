@@ -17,14 +17,38 @@ void fail_io(const std::string& what, const std::string& path, int err) {
     throw cni::Error(cni::kIoFailure, "failed to " + what + " '" + path + "': " + std::strerror(err), {}, err);
 }
 
-void mkdir_p(const std::string& path, mode_t mode) {
+std::vector<std::string> make_dirs(const std::string& path, mode_t mode) {
+    std::vector<std::string> created;
     // Nearly always there already: one syscall instead of one per component.
-    if (::mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return;
-    for (size_t end = 1; end <= path.size(); ++end) {
-        if (end != path.size() && path[end] != '/') continue;
-        std::string part = path.substr(0, end);
-        if (::mkdir(part.c_str(), mode) != 0 && errno != EEXIST) fail_io("create directory", part, errno);
+    if (::mkdir(path.c_str(), mode) == 0) return {path};
+    if (errno == EEXIST) return {};
+    // A failed ADD elsewhere may remove a directory it created (remove_dirs) just as we
+    // create one below it: then start again from the top, a few times.
+    for (int attempt = 0;; ++attempt) {
+        bool lost = false;
+        for (size_t end = 1; end <= path.size() && !lost; ++end) {
+            if (end != path.size() && path[end] != '/') continue;
+            std::string part = path.substr(0, end);
+            if (::mkdir(part.c_str(), mode) == 0) created.push_back(part);
+            else if (errno == ENOENT && attempt < 5) lost = true;
+            else if (errno != EEXIST) fail_io("create directory", part, errno);
+        }
+        if (!lost) return created;
     }
+}
+
+void mkdir_p(const std::string& path, mode_t mode) { (void)make_dirs(path, mode); }
+
+void remove_dirs(const std::vector<std::string>& created) {
+    for (auto it = created.rbegin(); it != created.rend(); ++it) ::rmdir(it->c_str());
+}
+
+bool is_empty_dir(const std::string& path) {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), ::closedir);
+    if (!dir) return false;
+    while (const dirent* e = ::readdir(dir.get()))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) return false;
+    return true;
 }
 
 UniqueFd open_dir(int at, const std::string& name, const std::string& shown) {
@@ -91,16 +115,6 @@ void write_in_place(int at, const std::string& name, std::string_view data, cons
     overwrite(fd.get(), st.st_size, data, shown);
 }
 
-bool rewrite_lone_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable) {
-    UniqueFd fd(::openat(at, name.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-    if (!fd) return false;
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) return false;
-    overwrite(fd.get(), st.st_size, data, shown);
-    if (durable) sync(fd.get(), shown);
-    return true;
-}
-
 bool exists_at(int at, const std::string& name, const std::string& shown) {
     struct stat st;
     if (::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return true;
@@ -125,6 +139,29 @@ bool is_regular(int at, const dirent& e) {
 }
 
 }  // namespace
+
+std::vector<std::string> list_names(int at, const std::string& shown) {
+    UniqueFd fd(::openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) fail_io("open directory", shown, errno);
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(fd.get()), ::closedir);
+    if (!dir) fail_io("list directory", shown, errno);
+    fd.release();
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(dir.get()))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+    return names;
+}
+
+void remove_tree(int at, const std::string& name, const std::string& shown) {
+    UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd) {
+        if (errno == ENOTDIR || errno == ELOOP) remove_at(at, name, shown);
+        else if (errno != ENOENT) fail_io("open directory", shown, errno);
+        return;
+    }
+    for (auto& n : list_names(fd.get(), shown)) remove_tree(fd.get(), n, shown + "/" + n);
+    if (::unlinkat(at, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) fail_io("remove directory", shown, errno);
+}
 
 std::vector<std::string> list_files(int at, const std::string& shown) {
     // A fresh fd for the directory: fdopendir takes it over and reads from offset 0.

@@ -15,6 +15,18 @@ namespace ipam::fs {
 [[noreturn]] void fail_io(const std::string& what, const std::string& path, int err);
 /// mkdir -p; existing directories are fine.
 void mkdir_p(const std::string& path, mode_t mode);
+/// mkdir -p returning the directories it created, outermost first, so that a failed
+/// operation can take exactly those away again (remove_dirs).
+std::vector<std::string> make_dirs(const std::string& path, mode_t mode);
+/// rmdir of each directory in `created`, innermost first; one that is not empty (someone
+/// else uses it now) or already gone is left alone.
+void remove_dirs(const std::vector<std::string>& created);
+/// Whether `path` is a directory with no entry at all.
+bool is_empty_dir(const std::string& path);
+/// Every name directly under `at` (files, directories, anything), without "." and "..".
+std::vector<std::string> list_names(int at, const std::string& shown);
+/// rm -r of `name` under `at`; symlinks are removed, never followed. Missing is fine.
+void remove_tree(int at, const std::string& name, const std::string& shown);
 /// Opens directory `name` relative to `at` (AT_FDCWD for a plain path).
 UniqueFd open_dir(int at, const std::string& name, const std::string& shown);
 /// Creates directory `name` under `at` when missing, then opens it.
@@ -27,9 +39,6 @@ void create_file(int at, const std::string& name, std::string_view data, const s
 /// symlink), then cuts off whatever was beyond it. No truncate to zero first: on ext4 that
 /// starts writeback of the file (auto_da_alloc).
 void write_in_place(int at, const std::string& name, std::string_view data, const std::string& shown);
-/// Rewrites `name` with exactly `data` if it is a regular file with no other name (link
-/// count 1); false, touching nothing, if it is not. Fsyncs it when `durable`.
-bool rewrite_lone_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable);
 /// Whether `name` exists under `at` (any file type).
 bool exists_at(int at, const std::string& name, const std::string& shown);
 /// unlinkat; a missing file is not an error.

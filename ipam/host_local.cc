@@ -1,5 +1,13 @@
 // HostLocal: each verb opens the store (taking its lock) for exactly its own duration.
+// Only ADD creates the store; every other verb opens it when it exists and otherwise has
+// nothing to do, so a DEL or GC of a network never used here leaves no directory behind.
 #include "ipam/host_local.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include "cni/error.h"
 #include "ipam/allocator.h"
@@ -29,6 +37,11 @@ Owner normalized(Owner o) {
     return o;
 }
 
+bool is_dir(const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 }  // namespace
 
 HostLocal::HostLocal(Config cfg, std::string network) : cfg_(std::move(cfg)), network_(std::move(network)) {
@@ -40,24 +53,64 @@ std::string HostLocal::dir() const {
     return cfg_.data_dir + (slash ? "" : "/") + network_;
 }
 
-cni::Result HostLocal::allocate(const Owner& owner, const std::vector<IpAddr>& requested) {
+std::string HostLocal::own_dir() const {
+    bool slash = !cfg_.data_dir.empty() && cfg_.data_dir.back() == '/';
+    return cfg_.data_dir + (slash ? "" : "/") + ".topocni/" + network_;
+}
+
+/// The store when it exists, for every verb but ADD; a store removed while we waited
+/// for its lock (a first ADD rolled back) counts as missing.
+template <class F>
+void with_existing(const HostLocal& h, const Config& cfg, bool durable, F&& f) {
+    if (!is_dir(h.dir())) return;
+    std::optional<DiskStore> store;
+    try {
+        store.emplace(h.dir(), h.own_dir(), cfg.lock_timeout, durable, DiskStore::Mode::Existing);
+    } catch (const cni::Error& e) {
+        if (e.sys_errno == ENOENT) return;
+        throw;
+    }
+    f(*store);
+}
+
+cni::Result HostLocal::allocate(const Owner& owner, const std::vector<IpAddr>& requested, AllocationUndo* undo) {
     cni::Result res;
     res.routes = cfg_.routes;
     // Read before reserving anything: a bad resolvConf then leaves nothing to undo.
     if (cfg_.resolv_conf) res.dns = parse_resolv_conf(*cfg_.resolv_conf);
-    DiskStore store(dir(), cfg_.lock_timeout, cfg_.fsync);
-    res.ips = Allocator(cfg_.ranges, store).allocate(normalized(owner), requested);
+    check_requested(requested);
+    DiskStore store(dir(), own_dir(), cfg_.lock_timeout, cfg_.fsync, DiskStore::Mode::Create);
+    Owner o = normalized(owner);
+    Allocator alloc(cfg_.ranges, store);
+    try {
+        res.ips = alloc.allocate(o, requested);
+    } catch (...) {
+        store.remove_created(store.created());   // the allocator released what it took
+        throw;
+    }
+    if (undo) *undo = {o, alloc.cursor_moves(), store.created()};
     return res;
 }
 
+void HostLocal::undo(const AllocationUndo& u) {
+    with_existing(*this, cfg_, cfg_.fsync, [&](DiskStore& store) {
+        store.release(u.owner);
+        for (auto& m : u.moves) restore_cursor(store, m);
+        store.remove_created(u.created);
+    });
+}
+
+void HostLocal::check_requested(const std::vector<IpAddr>& requested) const {
+    (void)Allocator::assign_requested(cfg_.ranges, requested);
+}
+
 void HostLocal::release(const Owner& owner) {
-    DiskStore store(dir(), cfg_.lock_timeout, cfg_.fsync);
-    store.release(normalized(owner));
+    with_existing(*this, cfg_, cfg_.fsync, [&](DiskStore& store) { store.release(normalized(owner)); });
 }
 
 std::vector<Reservation> HostLocal::find(const Owner& owner) {
-    DiskStore store(dir(), cfg_.lock_timeout);
-    auto held = store.find(normalized(owner));
+    std::vector<Reservation> held;
+    with_existing(*this, cfg_, false, [&](DiskStore& store) { held = store.find(normalized(owner)); });
     if (held.empty())
         throw cni::Error(cni::kCheckFailed, "no address is reserved for container '" + owner.container_id +
                                                 "' interface '" + owner.ifname + "' in '" + dir() + "'");
@@ -67,26 +120,42 @@ std::vector<Reservation> HostLocal::find(const Owner& owner) {
 std::vector<Reservation> HostLocal::gc(const std::vector<Owner>& valid) {
     std::vector<Owner> owners;
     for (auto& o : valid) owners.push_back(normalized(o));
-    DiskStore store(dir(), cfg_.lock_timeout, cfg_.fsync);
-    return collect_garbage(store, owners);
+    std::vector<Reservation> released;
+    with_existing(*this, cfg_, cfg_.fsync, [&](DiskStore& store) { released = collect_garbage(store, owners); });
+    return released;
 }
 
 // A store that cannot even be opened is "not available" too; a lock timeout keeps
-// its own code (11), since trying again later is the right advice for it.
+// its own code (11), since trying again later is the right advice for it. A store that
+// does not exist yet is fine when ADD could create it: the nearest existing directory
+// on its path must be writable.
 void HostLocal::status() {
-    std::optional<DiskStore> store;
+    if (!is_dir(dir())) {
+        // The nearest existing directory on the way down to the store must be writable.
+        std::string p = dir();
+        struct stat st;
+        while (::stat(p.c_str(), &st) != 0 && errno == ENOENT && p.size() > 1)
+            p = p.substr(0, std::max<size_t>(p.find_last_of('/'), 1));
+        if (!S_ISDIR(st.st_mode))
+            throw cni::Error(cni::kNotAvailable, "store directory '" + dir() + "' cannot be created: '" + p +
+                                                     "' is not a directory", {}, ENOTDIR);
+        if (::access(p.c_str(), W_OK) != 0)
+            throw cni::Error(cni::kNotAvailable, "store directory '" + dir() + "' cannot be created: '" + p +
+                                                     "' is not writable", {}, errno);
+        return;
+    }
     try {
-        store.emplace(dir(), cfg_.lock_timeout);
+        with_existing(*this, cfg_, false, [&](DiskStore& store) { check_status(store, cfg_.ranges, dir()); });
     } catch (const cni::Error& e) {
-        if (e.code == cni::kTryAgainLater) throw;
+        if (e.code == cni::kTryAgainLater || e.code == cni::kNotAvailable) throw;
         throw cni::Error(cni::kNotAvailable, "store directory '" + dir() + "' is not usable: " + e.what(), {}, e.sys_errno);
     }
-    check_status(*store, cfg_.ranges, dir());
 }
 
 std::vector<Reservation> HostLocal::list() {
-    DiskStore store(dir(), cfg_.lock_timeout);
-    return store.all();
+    std::vector<Reservation> out;
+    with_existing(*this, cfg_, false, [&](DiskStore& store) { out = store.all(); });
+    return out;
 }
 
 }  // namespace ipam

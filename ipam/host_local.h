@@ -52,6 +52,16 @@ struct Owner {
     bool operator==(const Owner&) const = default;
 };
 
+struct CursorMove;
+
+/// What undo() needs to take an allocation back whole: the owner, the cursors it moved
+/// and the directories it created.
+struct AllocationUndo {
+    Owner owner;
+    std::vector<CursorMove> moves;
+    std::vector<std::string> created;
+};
+
 class HostLocal {
 public:
     /// `network` is the config's `name`; it is validated (no '/', not "." or "..").
@@ -62,8 +72,17 @@ public:
     /// same owner returns the addresses it already holds. Throws code 101 when a set is
     /// full, 102 when a requested address is taken by another owner, 11 on lock timeout.
     /// On failure nothing stays reserved by this call.
-    cni::Result allocate(const Owner& owner, const std::vector<IpAddr>& requested);
-    /// Releases every address of the owner (also legacy id-only files). Idempotent.
+    /// `undo`, when given, is filled for undo().
+    cni::Result allocate(const Owner& owner, const std::vector<IpAddr>& requested, AllocationUndo* undo = nullptr);
+    /// Takes back an allocation after a later step of ADD failed: releases the owner's
+    /// addresses, puts each moved cursor back unless another ADD moved it since, and
+    /// removes the directories the allocation created when they are empty again.
+    void undo(const AllocationUndo& u);
+    /// Code 7 when a requested address is outside every range set or is a gateway;
+    /// touches nothing (ADD's checks before any change).
+    void check_requested(const std::vector<IpAddr>& requested) const;
+    /// Releases every address of the owner (also legacy id-only files). Idempotent;
+    /// creates nothing when the store does not exist.
     void release(const Owner& owner);
     /// Addresses the owner holds (error code 103 when none).
     std::vector<Reservation> find(const Owner& owner);
@@ -71,10 +90,11 @@ public:
     std::vector<Reservation> gc(const std::vector<Owner>& valid);
     /// Throws code 50 naming the reason when a range set is full or the store is not writable.
     void status();
-    /// Every reservation of this network.
+    /// Every reservation of this network (none when the store does not exist).
     std::vector<Reservation> list();
 
-    std::string dir() const;   ///< <dataDir>/<network>
+    std::string dir() const;       ///< <dataDir>/<network>
+    std::string own_dir() const;   ///< <dataDir>/.topocni/<network>: our index and temp files
 
 private:
     Config cfg_;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <random>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <thread>
 
 #include "cni/error.h"
@@ -37,13 +38,27 @@ std::chrono::microseconds jitter(std::chrono::microseconds upto) {
 // interrupted by a timer: a timer needs a process-wide signal handler, which a library
 // should not install, and polling cannot leave anything armed behind. The cost is some
 // latency (at most ~32 ms) after the holder lets go.
+//
+// A failed first ADD removes the store it created, lock file included (see
+// HostLocal::undo), while it holds the lock; a waiter then holds a lock on a file that has
+// no name any more. So after every acquisition the name is checked to still be this file,
+// and the lock is taken again on the new one if not. A missing directory is reported
+// (ENOENT) for the caller to create it again.
 FileLock::FileLock(const std::string& path, std::chrono::milliseconds timeout) {
     fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
     if (!fd_) fs::fail_io("open lock file", path, errno);
     const auto deadline = Clock::now() + timeout;
     std::chrono::microseconds pause = 500us;
     for (;;) {
-        if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return;
+        if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) {
+            struct stat held, named;
+            if (::fstat(fd_.get(), &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+                held.st_dev == named.st_dev)
+                return;
+            fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
+            if (!fd_) fs::fail_io("open lock file", path, errno);
+            continue;
+        }
         if (errno == EINTR) continue;
         if (errno != EWOULDBLOCK) fs::fail_io("lock", path, errno);
         const auto now = Clock::now();

@@ -47,6 +47,8 @@ public:
     /// The round-robin cursor of range set `set`; nullopt when missing or garbage.
     virtual std::optional<IpAddr> cursor(size_t set) = 0;
     virtual void set_cursor(size_t set, const IpAddr& ip) = 0;
+    /// Removes the cursor of range set `set` (it did not exist before an undone allocation).
+    virtual void remove_cursor(size_t set) = 0;
     /// Drops owner-index entries that no longer match a reservation.
     virtual void tidy_index() {}
     /// Throws when a reservation could not be written right now.

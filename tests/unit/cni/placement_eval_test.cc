@@ -211,6 +211,29 @@ TEST_CASE("evaluate: numaNode, minLinkSpeedMbps (the PF's speed) and maxAttachme
     CHECK(has(none.evidence, "PCI device 0000:05:00.0 has no netdev in sysfs"));
 }
 
+TEST_CASE("evaluate: a veth has no device, so its NUMA and link constraints are unknown topology") {
+    FakeNode n;
+    json c = n.conf({{"topology", {{"numaPolicy", "single-numa-node"}, {"numaNode", 0}, {"minLinkSpeedMbps", 1000},
+                                   {"maxAttachmentsPerMaster", 4}}}}, "");
+    c.erase("delegate");
+    c["ipam"] = {{"type", "host-local"}, {"subnet", "10.9.0.0/24"}, {"dataDir", n.p("ipam")}};
+    auto allow = eval(c);
+    REQUIRE(allow.size() == 4);
+    for (auto& v : allow) {
+        CAPTURE(v.evidence);
+        CHECK(v.pass);
+        CHECK(v.warning);
+        CHECK(has(v.evidence, "attachment veth has no device"));
+        CHECK(has(v.evidence, "unknownTopology allow"));
+    }
+    c["topology"]["unknownTopology"] = "deny";
+    for (auto& v : eval(c)) {
+        CAPTURE(v.evidence);
+        CHECK_FALSE(v.pass);
+        CHECK(has(v.evidence, "unknownTopology deny"));
+    }
+}
+
 TEST_CASE("evaluate: minFreeAddresses counts the host-local pool after this allocation") {
     FakeNode n;
     // 10.5.0.0/29: .1 is the gateway, .2-.6 can be handed out: 5 addresses.

@@ -1,11 +1,13 @@
-// Attachment records: written whole, and an ADD/DEL pair reuses the same file.
+// Attachment records: written whole, removed without a trace, and the network lock.
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -37,35 +39,79 @@ std::string slurp(const std::string& p) {
 
 }  // namespace
 
-TEST_CASE("records: a removed record's file is reused by the next one, whole and with the new content") {
+TEST_CASE("records: a completed record replaces the intent whole, and a removed one leaves no file") {
     TempDir tmp;
     const std::string dir = cni::records_dir(tmp.path, "net");
     cni::write_record(tmp.path, {"net", "first-container-id", "eth0", "/run/netns/a", nullptr});
     cni::write_record(tmp.path, {"net", "first-container-id", "eth0", "/run/netns/a", {{"cniVersion", "1.0.0"}}});
     const std::string first = dir + "/first-container-id_eth0.json";
-    ino_t ino = inode_of(first);
     CHECK(cni::read_record(tmp.path, "net", "first-container-id", "eth0")->result["cniVersion"] == "1.0.0");
+    CHECK(nlohmann::json::parse(slurp(first))["containerID"] == "first-container-id");
 
     cni::remove_record(tmp.path, "net", "first-container-id", "eth0");
     CHECK_FALSE(fs::exists(first));
-    CHECK(cni::list_records(tmp.path, "net").empty());   // a spare is not a record
+    CHECK(cni::list_records(tmp.path, "net").empty());
+    CHECK(fs::is_empty(dir));
+    cni::remove_record(tmp.path, "net", "first-container-id", "eth0");   // again: nothing to do
+}
 
-    cni::write_record(tmp.path, {"net", "b", "net1", "/run/netns/b", nullptr});   // shorter than the spare's text
-    const std::string second = dir + "/b_net1.json";
-    CHECK(inode_of(second) == ino);
-    auto r = cni::read_record(tmp.path, "net", "b", "net1");
-    REQUIRE(r);
-    CHECK(r->netns == "/run/netns/b");
-    CHECK(r->result.is_null());
-    CHECK(nlohmann::json::parse(slurp(second))["containerID"] == "b");   // no tail of the old record
-    CHECK(fs::is_empty(dir + "/.spares"));
+TEST_CASE("records: the network lock is its directory, and a refused ADD takes back the directories it made") {
+    TempDir tmp;
+    const std::string state = tmp.path + "/state";
+    {
+        cni::NetworkLock lock(state, "net", cni::NetworkLock::Shared, 1000);
+        CHECK(fs::is_empty(cni::records_dir(state, "net")));   // no lock file
+        lock.release_created();
+    }
+    CHECK_FALSE(fs::exists(state));
+
+    SUBCASE("not while another ADD of the network shares the lock") {
+        cni::NetworkLock first(state, "net", cni::NetworkLock::Shared, 1000);
+        cni::NetworkLock second(state, "net", cni::NetworkLock::Shared, 1000);
+        first.release_created();
+        CHECK(fs::exists(cni::records_dir(state, "net")));
+    }
+    SUBCASE("not when a record is in it") {
+        cni::NetworkLock lock(state, "net", cni::NetworkLock::Shared, 1000);
+        cni::write_record(state, {"net", "x", "eth0", "/run/netns/x", nullptr});
+        lock.release_created();
+        CHECK(cni::read_record(state, "net", "x", "eth0"));
+    }
+    SUBCASE("a waiter whose directory was taken away locks the new one") {
+        int go[2];
+        REQUIRE(::pipe(go) == 0);
+        pid_t child = ::fork();   // before the lock exists, so the child shares no fd of it
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            char c;
+            int rc = ::read(go[0], &c, 1) == 1 ? 1 : 3;
+            try {
+                cni::NetworkLock mine(state, "net", cni::NetworkLock::Exclusive, 5000);
+                cni::write_record(state, {"net", "w", "eth0", "/run/netns/w", nullptr});
+                rc = cni::read_record(state, "net", "w", "eth0") ? 0 : 2;
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "child: %s\n", e.what());
+            }
+            ::_exit(rc);
+        }
+        auto lock = std::make_unique<cni::NetworkLock>(state, "net", cni::NetworkLock::Exclusive, 1000);
+        REQUIRE(::write(go[1], "x", 1) == 1);
+        ::usleep(100000);   // the child is waiting for the lock now
+        lock->release_created();
+        CHECK_FALSE(fs::exists(state));
+        lock.reset();
+        int status = 0;
+        REQUIRE(::waitpid(child, &status, 0) == child);
+        CHECK(WEXITSTATUS(status) == 0);
+        CHECK(cni::read_record(state, "net", "w", "eth0"));
+        ::close(go[0]);
+        ::close(go[1]);
+    }
 }
 
 TEST_CASE("records: an intent record over a stale one of the same name replaces it") {
     TempDir tmp;
     cni::write_record(tmp.path, {"net", "x", "eth0", "/run/netns/old", {{"cniVersion", "1.0.0"}, {"ips", {1, 2, 3}}}});
-    cni::write_record(tmp.path, {"net", "y", "eth0", "/run/netns/y", nullptr});
-    cni::remove_record(tmp.path, "net", "y", "eth0");   // a spare is available
     cni::write_record(tmp.path, {"net", "x", "eth0", "/run/netns/new", nullptr});
     auto r = cni::read_record(tmp.path, "net", "x", "eth0");
     REQUIRE(r);
@@ -74,7 +120,7 @@ TEST_CASE("records: an intent record over a stale one of the same name replaces 
     CHECK(r->completed_ns == 0);
 }
 
-TEST_CASE("records: concurrent ADDs and DELs sharing the spare pool never swap contents") {
+TEST_CASE("records: concurrent ADDs and DELs of one network never swap contents") {
     // ADDs of a network run at once (the network lock is shared), as separate processes.
     TempDir tmp;
     const int kProcs = 6, kRounds = 150;

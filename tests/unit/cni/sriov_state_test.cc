@@ -134,16 +134,22 @@ TEST_CASE("state: create_once never replaces a file and sets the exact mode") {
 
 TEST_CASE("state: a VF lock held elsewhere times out with code 11 naming the VF") {
     TempDir d;
-    VfStore store(d.path.string());
-    auto held = store.lock("0000:af:06.0");
+    VfStore store((d.path / "state").string());
+    for (auto* vf : {"0000:af:06.0", "0000:af:06.1"}) fs::create_directories(d.path / "sys/bus/pci/devices" / vf);
+    netns::sysfs::Tree tree((d.path / "sys").string());
+    auto held = store.lock(tree, "0000:af:06.0");
+    REQUIRE(held);
     auto start = std::chrono::steady_clock::now();
     try {
-        store.lock("0000:af:06.0", std::chrono::milliseconds(200));
+        store.lock(tree, "0000:af:06.0", std::chrono::milliseconds(200));
         FAIL("expected a timeout");
     } catch (const cni::Error& e) {
         CHECK(e.code == cni::kTryAgainLater);
         CHECK(std::string(e.what()).find("VF 0000:af:06.0") != std::string::npos);
     }
     CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));
-    auto other = store.lock("0000:af:06.1", std::chrono::milliseconds(200));   // other VFs are independent
+    auto other = store.lock(tree, "0000:af:06.1", std::chrono::milliseconds(200));   // other VFs are independent
+    CHECK(other);
+    CHECK_FALSE(store.lock(tree, "0000:af:07.0"));   // no such VF: nothing to lock
+    CHECK_FALSE(fs::exists(d.path / "state"));        // the lock is the VF's sysfs directory: no file
 }

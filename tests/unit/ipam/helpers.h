@@ -63,16 +63,14 @@ inline std::vector<std::string> list_dir(const std::string& p) {
     return out;
 }
 
-/// Whether a store's tmp/ holds nothing but free spare files ("spare-*", regular, no
-/// other name): what every finished operation leaves there.
-inline bool only_spares(const std::string& tmp_dir) {
-    for (auto& name : list_dir(tmp_dir)) {
-        struct stat st;
-        if (name.rfind("spare-", 0) != 0 || ::lstat((tmp_dir + "/" + name).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-            st.st_nlink != 1)
-            return false;
-    }
-    return true;
+/// Every path under `root` (files and directories), relative, sorted.
+inline std::vector<std::string> tree(const std::string& root) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (auto& e : std::filesystem::recursive_directory_iterator(root, ec))
+        out.push_back(std::filesystem::relative(e.path(), root).string());
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 inline void write_file(const std::string& p, const std::string& content) {

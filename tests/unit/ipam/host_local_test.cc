@@ -74,7 +74,7 @@ TEST_CASE("host-local: round robin across allocate and release") {
     std::string msg;
     CHECK(ipam_test::error_code([&] { first_ip(h, "f"); }, &msg) == cni::kIpamExhausted);
     CHECK(listed(h).size() == 4);
-    CHECK_FALSE(exists(h.dir() + "/.topocni/owners/f_eth0"));
+    CHECK_FALSE(exists(h.own_dir() + "/owners/f_eth0"));
 }
 
 TEST_CASE("host-local: a failing allocate leaves no file and no index entry behind") {
@@ -84,8 +84,8 @@ TEST_CASE("host-local: a failing allocate leaves no file and no index entry behi
     h.allocate({"b", "eth0"}, {});   // the v6 set is now full
     CHECK(ipam_test::error_code([&] { h.allocate({"c", "eth0"}, {}); }) == cni::kIpamExhausted);
     CHECK(listed(h) == V{"10.0.0.2 a eth0", "10.0.0.3 b eth0", "fd00::2 a eth0", "fd00::3 b eth0"});
-    CHECK(ipam_test::list_dir(h.dir() + "/.topocni/owners") == V{"a_eth0", "b_eth0"});
-    CHECK(ipam_test::only_spares(h.dir() + "/.topocni/tmp"));
+    CHECK(ipam_test::list_dir(h.own_dir() + "/owners") == V{"a_eth0", "b_eth0"});
+    CHECK(ipam_test::list_dir(h.own_dir() + "/tmp").empty());
 }
 
 TEST_CASE("host-local: a retried allocate returns the same address and writes nothing new") {
@@ -105,12 +105,12 @@ TEST_CASE("host-local: release is idempotent and removes the owner's index") {
     auto h = ipam_test::host_local(kDual, tmp.path());
     h.allocate({"a", "eth0"}, {});
     h.allocate({"b", "eth0"}, {});
-    CHECK(exists(h.dir() + "/.topocni/owners/a_eth0"));
+    CHECK(exists(h.own_dir() + "/owners/a_eth0"));
     h.release({"a", "eth0"});
     h.release({"a", "eth0"});
     h.release({"never", "eth0"});
     CHECK(listed(h) == V{"10.0.0.3 b eth0", "fd00::3 b eth0"});
-    CHECK_FALSE(exists(h.dir() + "/.topocni/owners/a_eth0"));
+    CHECK_FALSE(exists(h.own_dir() + "/owners/a_eth0"));
     CHECK(ipam_test::error_code([&] { h.find({"a", "eth0"}); }) == cni::kCheckFailed);
 }
 
@@ -144,7 +144,7 @@ TEST_CASE("host-local: requested addresses on disk") {
     CHECK(ipam_test::error_code([&] { h.allocate({"b", "eth0"}, {ip("10.0.0.1")}); }) == cni::kInvalidConfig);
     CHECK(ipam_test::error_code([&] { h.allocate({"b", "eth0"}, {ip("10.0.1.1")}); }) == cni::kInvalidConfig);
     CHECK(listed(h) == V{"10.0.0.4 a eth0"});
-    CHECK_FALSE(exists(h.dir() + "/.topocni/owners/b_eth0"));
+    CHECK_FALSE(exists(h.own_dir() + "/owners/b_eth0"));
 }
 
 TEST_CASE("host-local: gc releases what no valid attachment owns") {
@@ -158,7 +158,7 @@ TEST_CASE("host-local: gc releases what no valid attachment owns") {
         auto gone = h.gc({});
         CHECK(gone.size() == 4);
         CHECK(h.list().empty());
-        CHECK(ipam_test::list_dir(h.dir() + "/.topocni/owners").empty());
+        CHECK(ipam_test::list_dir(h.own_dir() + "/owners").empty());
     }
     SUBCASE("a list keeps its owners, and legacy files of their containers") {
         auto gone = h.gc({{"a", "eth0"}, {"legacy", "net1"}});
@@ -167,7 +167,7 @@ TEST_CASE("host-local: gc releases what no valid attachment owns") {
         CHECK(gone[0].container_id == "b");
         CHECK(gone[1].ip == ip("10.0.0.5"));
         CHECK(listed(h) == V{"10.0.0.2 a eth0", "10.0.0.4 legacy "});
-        CHECK(ipam_test::list_dir(h.dir() + "/.topocni/owners") == V{"a_eth0"});
+        CHECK(ipam_test::list_dir(h.own_dir() + "/owners") == V{"a_eth0"});
     }
     SUBCASE("the same container with another interface is not a match") {
         CHECK(h.gc({{"a", "net1"}}).size() == 4);

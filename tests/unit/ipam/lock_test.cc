@@ -15,7 +15,8 @@ TEST_CASE("lock: a held lock makes every verb fail with code 11 after lockTimeou
     ipam_test::TempDir tmp;
     json cfg = json::parse(R"({"ranges": [[{"subnet": "10.0.0.0/24"}]], "lockTimeout": 0.2})");
     auto h = ipam_test::host_local(cfg, tmp.path());
-    h.list();
+    h.allocate({"x", "eth0"}, {});
+    h.release({"x", "eth0"});
     // A separate open file description conflicts with ours even within one process.
     int fd = ::open((h.dir() + "/lock").c_str(), O_RDONLY | O_CLOEXEC);
     REQUIRE(fd >= 0);
@@ -77,5 +78,5 @@ TEST_CASE("lock: 32 processes allocating at once get 32 distinct addresses") {
     CHECK(v6.size() == kProcs);
     auto all = ipam_test::host_local(cfg, tmp.path()).list();
     CHECK(all.size() == 2 * kProcs);
-    CHECK(ipam_test::list_dir(tmp.path() + "/net1/.topocni/owners").size() == kProcs);
+    CHECK(ipam_test::list_dir(tmp.path() + "/.topocni/net1/owners").size() == kProcs);
 }

@@ -58,6 +58,7 @@ public:
         return it->second;
     }
     void set_cursor(size_t set, const ipam::IpAddr& ip) override { cursors[set] = ip; }
+    void remove_cursor(size_t set) override { cursors.erase(set); }
 };
 
 }  // namespace ipam_test

@@ -141,7 +141,7 @@ TEST_CASE("reference compatibility: the reference plugin respects and releases o
     // ...and its DEL removes it, walking past our index without touching it.
     REQUIRE(reference("DEL", "ours", config).exit_code == 0);
     CHECK_FALSE(exists(h.dir() + "/" + ours));
-    CHECK(exists(h.dir() + "/.topocni/owners/ours_eth0"));
+    CHECK(exists(h.own_dir() + "/owners/ours_eth0"));
     CHECK(read_file(h.dir() + "/" + other) == "other\r\neth0");
 
     // Our now stale index does not confuse later lookups.
