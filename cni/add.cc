@@ -29,12 +29,22 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     // Placement is checked before anything changes, so a refused pod leaves no trace.
     if (c.delegate) {
         check_placement(ctx);
-        return meta_run(env, c);
+        // The record says the delegate got this ADD: a DEL the delegate fails for an
+        // attachment it never saw (one we refused) is then not the runtime's problem.
+        NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
+        Rollback undo;
+        undo.add("network directory", [&] { gc_guard.release_created(); });
+        write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr});
+        undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
+        auto out = meta_run(env, c);
+        write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, *out});
+        undo.dismiss();
+        return out;
     }
     auto attachment = make_attachment(c);
     require_ifname_free(pod, env.ifname);
     attachment->preflight(ctx);
-    ipam_preflight(c);
+    ipam_preflight(env, c);
     check_placement(ctx);
 
     // Held until we return: GC of this network waits for us and we for it.

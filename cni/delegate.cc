@@ -20,6 +20,17 @@ namespace cni {
 
 namespace {
 
+/// Environment of the child: ours, with CNI_COMMAND replaced.
+std::vector<std::string> child_env(const std::string& command) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e)
+        if (std::strncmp(*e, "CNI_COMMAND=", 12) != 0) env.emplace_back(*e);
+    env.push_back("CNI_COMMAND=" + command);
+    return env;
+}
+
+}  // namespace
+
 std::string find_plugin(const std::vector<std::string>& path, const std::string& type, const std::string& key) {
     if (type.empty() || type.find('/') != std::string::npos || type == "." || type == "..")
         throw Error(kInvalidConfig, key + ": '" + type + "' must be a plugin name, not a path");
@@ -32,17 +43,6 @@ std::string find_plugin(const std::vector<std::string>& path, const std::string&
     for (auto& d : path) dirs += (dirs.empty() ? "" : ":") + d;
     throw Error(kInvalidConfig, key + ": plugin '" + type + "' not found in CNI_PATH '" + dirs + "'");
 }
-
-/// Environment of the child: ours, with CNI_COMMAND replaced.
-std::vector<std::string> child_env(const std::string& command) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e)
-        if (std::strncmp(*e, "CNI_COMMAND=", 12) != 0) env.emplace_back(*e);
-    env.push_back("CNI_COMMAND=" + command);
-    return env;
-}
-
-}  // namespace
 
 std::string delegate(const std::vector<std::string>& path, const std::string& type, const std::string& command,
                      const std::string& stdin_text) {

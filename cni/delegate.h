@@ -9,6 +9,9 @@ namespace cni {
 /// Finds `type` in `path`, runs it with `command` and `stdin_text`, returns its stdout.
 /// A type that is not a plain name or is not found is code 7, and nothing is run. A
 /// plugin that fails raises its own error code and message, prefixed with its name.
+/// The executable for plugin `type` in CNI_PATH; code 7 naming `key` when it is not there.
+std::string find_plugin(const std::vector<std::string>& path, const std::string& type, const std::string& key);
+
 std::string delegate(const std::vector<std::string>& path, const std::string& type, const std::string& command,
                      const std::string& stdin_text);
 

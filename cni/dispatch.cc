@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "cni/attachment.h"
@@ -15,12 +17,6 @@
 namespace cni {
 
 namespace {
-
-struct VerbEntry {
-    Verb verb;
-    Output (*run)(const Env&, const conf::NetConf&);
-    const char* min_version;   ///< oldest cniVersion that has this verb
-};
 
 const VerbEntry kVerbs[] = {
     {Verb::Add, cmd_add, "0.1.0"},
@@ -48,13 +44,68 @@ std::string read_stdin() {
     return text;
 }
 
-void print(const nlohmann::json& j) {
-    std::string s = j.dump(4) + "\n";
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    std::fflush(stdout);
+// Whatever it is given, this prints: the error path quotes input, and no input may
+// keep the runtime from getting JSON (nlohmann refuses to print invalid UTF-8).
+std::string printed(const nlohmann::json& j) {
+    return j.dump(4, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace
+
+int run_plugin(const PluginIo& io, std::span<const VerbEntry> verbs) {
+    std::string version;   // for the error object; the config's when we got that far
+    try {
+        Env env = Env::from(io.getenv);
+        log::set_context(env.command, env.container_id, env.ifname);
+        if (env.verb == Verb::Version) {
+            io.write(printed(cmd_version(io.stdin_is_tty ? std::string() : io.read_stdin())));
+            return 0;
+        }
+        std::string text = io.read_stdin();
+        version = conf::peek_version(text);
+        // DEL and GC clean up: a key they do not need must not stop them (see conf::parse).
+        bool teardown = env.verb == Verb::Del || env.verb == Verb::Gc;
+        conf::NetConf c = conf::parse(text, {env.args.mac, env.args.ips},
+                                      teardown ? conf::Purpose::Teardown : conf::Purpose::Setup);
+        version = c.cni_version;
+        if (io.configure_logging) log::configure(c.log_level, c.log_file.value_or(""));
+        log::debug("config: " + text);
+        for (auto& ignored : c.ignored) log::warn(std::string("ignored for ") + verb_name(env.verb) + ": " + ignored);
+        for (auto& v : verbs) {
+            if (v.verb != env.verb) continue;
+            if (!at_least(c.cni_version, v.min_version))
+                throw Error(kIncompatibleVersion, std::string("config version does not allow ") + verb_name(env.verb),
+                            "cniVersion " + c.cni_version + " < " + v.min_version);
+            if (auto out = v.run(env, c)) {
+                io.write(printed(*out));
+                log::info("result: " + out->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+            } else {
+                log::info("done");
+            }
+            return 0;
+        }
+        throw Error(kInvalidEnv, "unknown CNI_COMMAND: '" + env.command + "'");
+    } catch (const Error& e) {
+        log::error("code " + std::to_string(e.code) + ": " + e.what() + (e.details.empty() ? "" : " (" + e.details + ")"));
+        io.write(printed(error_to_json(e.code, e.what(), e.details, version)));
+    } catch (const std::exception& e) {
+        log::error(std::string("internal error: ") + e.what());
+        io.write(printed(error_to_json(kInternal, e.what(), "", version)));
+    }
+    return 1;
+}
+
+int plugin_main() {
+    PluginIo io;
+    io.getenv = [](const char* name) -> const char* { return std::getenv(name); };
+    io.read_stdin = read_stdin;
+    io.stdin_is_tty = isatty(0);
+    io.write = [](const std::string& s) {
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+    };
+    return run_plugin(io, kVerbs);
+}
 
 std::unique_ptr<Attachment> make_attachment(const conf::NetConf& c) {
     switch (c.attachment) {
@@ -69,45 +120,6 @@ const Interface& expected_pod_interface(const Context& ctx, const Result& prev) 
     for (auto& i : prev.interfaces)
         if (i.name == ctx.env.ifname && i.sandbox == ctx.env.netns) return i;
     throw Error(kCheckFailed, "prevResult has no interface '" + ctx.env.ifname + "' in sandbox '" + ctx.env.netns + "'");
-}
-
-int plugin_main() {
-    std::string version;   // for the error object; the config's when we got that far
-    try {
-        Env env = Env::from_environment();
-        log::set_context(env.command, env.container_id, env.ifname);
-        if (env.verb == Verb::Version) {
-            print(cmd_version(isatty(0) ? std::string() : read_stdin()));
-            return 0;
-        }
-        std::string text = read_stdin();
-        version = conf::peek_version(text);
-        conf::NetConf c = conf::parse(text, {env.args.mac, env.args.ips});
-        version = c.cni_version;
-        log::configure(c.log_level, c.log_file.value_or(""));
-        log::debug("config: " + text);
-        for (auto& v : kVerbs) {
-            if (v.verb != env.verb) continue;
-            if (!at_least(c.cni_version, v.min_version))
-                throw Error(kIncompatibleVersion, std::string("config version does not allow ") + verb_name(env.verb),
-                            "cniVersion " + c.cni_version + " < " + v.min_version);
-            if (auto out = v.run(env, c)) {
-                print(*out);
-                log::info("result: " + out->dump());
-            } else {
-                log::info("done");
-            }
-            return 0;
-        }
-        throw Error(kInvalidEnv, "unknown CNI_COMMAND: '" + env.command + "'");
-    } catch (const Error& e) {
-        log::error("code " + std::to_string(e.code) + ": " + e.what() + (e.details.empty() ? "" : " (" + e.details + ")"));
-        print(error_to_json(e.code, e.what(), e.details, version));
-    } catch (const std::exception& e) {
-        log::error(std::string("internal error: ") + e.what());
-        print(error_to_json(kInternal, e.what(), "", version));
-    }
-    return 1;
 }
 
 }  // namespace cni

@@ -4,15 +4,11 @@
 #include <cstdlib>
 
 #include "cni/error.h"
+#include "cni/text.h"
 
 namespace cni {
 
 namespace {
-
-std::string getenv_str(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
 
 [[noreturn]] void bad_env(const std::string& msg) { throw Error(kInvalidEnv, msg); }
 
@@ -32,6 +28,7 @@ const char* verb_name(Verb v) {
 
 std::string ifname_problem(const std::string& n) {
     if (n.empty()) return "is empty";
+    if (!valid_utf8(n)) return "is not valid UTF-8";   // it goes into JSON results
     if (n.size() > 15) return "is longer than 15 bytes";
     if (n == "." || n == "..") return "may not be '.' or '..'";
     for (unsigned char c : n)
@@ -47,7 +44,13 @@ bool valid_container_id(const std::string& id) {
     return true;
 }
 
-Env Env::from_environment() {
+Env Env::from_environment() { return from([](const char* name) -> const char* { return std::getenv(name); }); }
+
+Env Env::from(const std::function<const char*(const char*)>& get) {
+    auto getenv_str = [&](const char* name) -> std::string {
+        const char* v = get(name);
+        return v ? v : "";
+    };
     Env e;
     e.command = getenv_str("CNI_COMMAND");
     static const struct { const char* name; Verb verb; } verbs[] = {
@@ -80,6 +83,8 @@ Env Env::from_environment() {
         if (auto why = ifname_problem(e.ifname); !why.empty()) bad_env("CNI_IFNAME '" + e.ifname + "' " + why);
     }
     if (!e.netns.empty() && e.netns[0] != '/') bad_env("CNI_NETNS '" + e.netns + "' is not an absolute path");
+    // It is echoed in the result ("sandbox") and in records, which are JSON.
+    if (!valid_utf8(e.netns)) bad_env("CNI_NETNS '" + e.netns + "' is not valid UTF-8");
 
     std::string path = getenv_str("CNI_PATH");
     size_t pos = 0;

@@ -1,5 +1,6 @@
 // The CNI_* environment, validated per verb as the spec and the reference skel do.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct Env {
     /// Reads and validates the environment. A missing or invalid variable is code 4
     /// and the message names it.
     static Env from_environment();
+    /// The same from any source of variables (`get` returns nullptr for unset ones).
+    static Env from(const std::function<const char*(const char*)>& get);
 };
 
 /// Interface name rules of the kernel: 1..15 bytes, not "." or "..", no '/', ':' or

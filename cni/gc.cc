@@ -1,19 +1,51 @@
+#include <sys/stat.h>
+
 #include "cni/attachment.h"
 #include "cni/error.h"
 #include "cni/ipam.h"
+#include "cni/log.h"
+#include "ipam/host_local.h"
 #include "cni/meta.h"
 #include "cni/records.h"
 #include "cni/verbs.h"
 
 namespace cni {
 
+namespace {
+bool dir_exists(const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+}  // namespace
+
 // GC releases everything of this network that belongs to an attachment not in
 // cni.dev/valid-attachments. A missing list is an error, not "release all": an empty
 // list means that, and only an explicit empty list may say it.
 Output cmd_gc(const Env& env, const conf::NetConf& c) {
-    if (c.delegate) return meta_run(env, c);
+    if (c.name.empty()) {
+        log::warn("the config has no valid name; nothing can have been added under it, nothing to collect");
+        return std::nullopt;
+    }
+    if (c.delegate) {
+        meta_run(env, c);
+        // Our records of attachments the runtime no longer lists (see meta_del) go too.
+        if (c.valid_attachments && dir_exists(records_dir(c.state_dir, c.name))) {
+            NetworkLock guard(c.state_dir, c.name, NetworkLock::Exclusive, 10000);
+            for (auto& r : list_records(c.state_dir, c.name)) {
+                bool listed = false;
+                for (auto& v : *c.valid_attachments) listed = listed || (v.container_id == r.container_id && v.ifname == r.ifname);
+                if (!listed && r.completed_ns < process_start_ns()) remove_record(c.state_dir, c.name, r.container_id, r.ifname);
+            }
+        }
+        return std::nullopt;
+    }
     if (!c.valid_attachments)
         throw Error(kInvalidConfig, "cni.dev/valid-attachments: required for GC");
+    // ADD writes the network's records directory before anything else, and the IPAM store
+    // may be shared with the reference plugin: with neither, nothing here is ours to collect,
+    // and GC creates nothing.
+    if (!dir_exists(records_dir(c.state_dir, c.name)) && !(c.host_local && dir_exists(ipam::HostLocal(*c.host_local, c.name).dir())))
+        return std::nullopt;
     // No ADD of this network runs while we decide what is stale (see NetworkLock).
     NetworkLock guard(c.state_dir, c.name, NetworkLock::Exclusive,
                       c.host_local ? static_cast<int>(c.host_local->lock_timeout.count()) : 10000);

@@ -2,6 +2,7 @@
 
 #include "cni/delegate.h"
 #include "cni/error.h"
+#include "cni/log.h"
 #include "cni/result.h"
 #include "ipam/allocator.h"
 
@@ -21,8 +22,10 @@ std::string run(const Env& env, const conf::NetConf& c, const char* command) {
 
 }  // namespace
 
-void ipam_preflight(const conf::NetConf& c) {
+void ipam_preflight(const Env& env, const conf::NetConf& c) {
+    if (c.ipam_type.empty()) return;
     if (builtin(c)) store(c).check_requested(c.requested_ips);
+    else find_plugin(env.path, c.ipam_type, "ipam.type");
 }
 
 Result ipam_add(const Env& env, const conf::NetConf& c, Rollback& undo) {
@@ -49,8 +52,19 @@ Result ipam_add(const Env& env, const conf::NetConf& c, Rollback& undo) {
 
 void ipam_del(const Env& env, const conf::NetConf& c) {
     if (c.ipam_type.empty()) return;
-    if (builtin(c)) store(c).release({env.container_id, env.ifname});
-    else run(env, c, "DEL");
+    if (builtin(c)) {
+        store(c).release({env.container_id, env.ifname});
+        return;
+    }
+    // A plugin that is not there cannot release anything, now or on any retry: a DEL
+    // that failed for it would never succeed.
+    try {
+        find_plugin(env.path, c.ipam_type, "ipam.type");
+    } catch (const Error& e) {
+        log::warn(std::string(e.what()) + "; no addresses released");
+        return;
+    }
+    run(env, c, "DEL");
 }
 
 void ipam_check(const Env& env, const conf::NetConf& c, const Result& prev) {

@@ -7,8 +7,9 @@
 
 namespace cni {
 
-/// Checks what can be checked before anything changes (requested addresses in range).
-void ipam_preflight(const conf::NetConf& c);
+/// Checks what can be checked before anything changes: requested addresses in range,
+/// another IPAM plugin present in CNI_PATH.
+void ipam_preflight(const Env& env, const conf::NetConf& c);
 /// Allocates addresses (empty result when the config has no ipam) and registers on
 /// `undo` how to take them back: the built-in store also puts its cursors back and
 /// removes the directories it created; another plugin gets a DEL.

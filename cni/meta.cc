@@ -2,6 +2,7 @@
 
 #include "cni/delegate.h"
 #include "cni/error.h"
+#include "cni/log.h"
 #include "cni/result.h"
 
 namespace cni {
@@ -37,6 +38,15 @@ json delegate_input(const Env& env, const conf::NetConf& c) {
 
 Output meta_run(const Env& env, const conf::NetConf& c) {
     std::string type = c.delegate->value("type", "");
+    if (env.verb == Verb::Del || env.verb == Verb::Gc) {
+        // A plugin that is not there holds nothing to delete, now or on any retry.
+        try {
+            find_plugin(env.path, type, "delegate.type");
+        } catch (const Error& e) {
+            log::warn(std::string(e.what()) + "; nothing to " + (env.verb == Verb::Del ? "delete" : "collect"));
+            return std::nullopt;
+        }
+    }
     std::string out = run_plugin(env.path, type, env.command, delegate_input(env, c).dump(), "delegate plugin",
                                  "delegate.type");
     if (env.verb != Verb::Add) return std::nullopt;

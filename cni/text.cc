@@ -61,4 +61,19 @@ std::string utf8_escaped(std::string_view s) {
     return out;
 }
 
+std::string utf8_replaced(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+        if (size_t n = sequence_length(s, i)) {
+            out.append(s.substr(i, n));
+            i += n;
+        } else {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        }
+    }
+    return out;
+}
+
 }  // namespace cni

@@ -76,8 +76,10 @@ public:
             h.del_link(l->index);
             return;
         }
-        // The host end is gone or was never ours; remove the pod end if it is still there.
-        if (ctx.pod) {
+        // The host end is gone or was renamed; remove the pod end if it is still there and
+        // this attachment's record says ADD made it (CNI_IFNAME in a netns may as well be
+        // another attachment's, e.g. after an ADD refused because the name was taken).
+        if (ctx.pod && read_record(ctx.conf.state_dir, ctx.conf.name, ctx.env.container_id, ctx.env.ifname)) {
             netns::with(*ctx.pod, [&] {
                 nl::Socket s;
                 if (auto l = s.get_link(ctx.env.ifname); l && l->kind == "veth") s.del_link(l->index);

@@ -5,6 +5,7 @@
 #include "cni/env.h"
 #include "cni/error.h"
 #include "cni/result.h"
+#include "cni/text.h"
 #include "cni/version.h"
 #include "conf/fields.h"
 #include "netns/netlink.h"
@@ -37,6 +38,26 @@ std::vector<ipam::IpAddr> parse_ip_list(const json& obj, const std::string& key,
         out.push_back(*a);
     }
     return out;
+}
+
+/// Teardown's fallback when the ipam object is invalid: the type and, for host-local,
+/// dataDir (else its default), which is all a release needs.
+void parse_ipam_location(NetConf& c) {
+    c.ipam_type.clear();
+    c.host_local.reset();
+    c.requested_ips.clear();
+    auto* ipam = member(c.raw, "ipam");
+    if (!ipam || !ipam->is_object()) return;
+    auto type = ipam->find("type");
+    if (type == ipam->end() || !type->is_string()) return;
+    std::string t = type->get<std::string>();
+    if (t.empty() || t.find('/') != std::string::npos || t == "." || t == "..") return;
+    c.ipam_type = t;
+    if (t != "host-local") return;
+    c.host_local.emplace();
+    auto dir = ipam->find("dataDir");
+    if (dir != ipam->end() && dir->is_string() && !dir->get<std::string>().empty() && dir->get<std::string>()[0] == '/')
+        c.host_local->data_dir = dir->get<std::string>();
 }
 
 void parse_ipam(NetConf& c, const ArgsView& args) {
@@ -91,7 +112,7 @@ void parse_capabilities(const NetConf& c) {
             bad(label("capabilities", it.key()), "expected true or false, got " + std::string(it->type_name()));
 }
 
-void parse_common(NetConf& c) {
+void parse_state_dirs(NetConf& c) {
     if (auto d = opt_string(c.raw, "stateDir", "")) {
         if (d->empty() || (*d)[0] != '/') bad("stateDir", "'" + *d + "' must be an absolute path");
         c.state_dir = *d;
@@ -100,9 +121,12 @@ void parse_common(NetConf& c) {
         if (d->empty() || (*d)[0] != '/') bad("sysfsRoot", "'" + *d + "' must be an absolute path");
         c.sysfs_root = *d;
     }
-    c.log_file = opt_string(c.raw, "logFile", "");
-    if (c.log_file && (c.log_file->empty() || (*c.log_file)[0] != '/'))
-        bad("logFile", "'" + *c.log_file + "' must be an absolute path");
+}
+
+void parse_logging(NetConf& c) {
+    auto file = opt_string(c.raw, "logFile", "");
+    if (file && (file->empty() || (*file)[0] != '/')) bad("logFile", "'" + *file + "' must be an absolute path");
+    c.log_file = file;
     if (auto l = opt_string(c.raw, "logLevel", "")) {
         if (*l != "error" && *l != "warning" && *l != "info" && *l != "debug")
             bad("logLevel", "'" + *l + "' is not one of error, warning, info, debug");
@@ -144,8 +168,13 @@ std::string peek_version(const std::string& text) {
     return it->get<std::string>().empty() ? "0.1.0" : it->get<std::string>();
 }
 
-NetConf parse(const std::string& text, const ArgsView& args) {
+NetConf parse(const std::string& input, const ArgsView& args, Purpose purpose) {
     NetConf c;
+    // Teardown reads bytes that are not UTF-8 as Go's encoding/json does (U+FFFD), so a
+    // config ADD could not decode still lets DEL run; nothing was added under it.
+    std::string replaced;
+    if (purpose == Purpose::Teardown && !cni::valid_utf8(input)) replaced = cni::utf8_replaced(input);
+    const std::string& text = replaced.empty() ? input : replaced;
     // Depth is bounded by nlohmann's recursive parser; guard against stack exhaustion
     // from hostile, deeply nested input before handing it over.
     int depth = 0, max_depth = 0;
@@ -165,54 +194,90 @@ NetConf parse(const std::string& text, const ArgsView& args) {
     if (!c.raw.is_object()) throw cni::Error(cni::kDecodingFailure, "failed to decode config: not a JSON object");
 
     // Missing and "" both mean 0.1.0 (libcni sends "" for a NAD without cniVersion).
-    c.cni_version = opt_string(c.raw, "cniVersion", "").value_or("");
+    // Teardown reads a cniVersion that is no string as missing, like any other bad key.
+    auto* version = member(c.raw, "cniVersion");
+    if (version && !version->is_string() && purpose == Purpose::Teardown)
+        c.ignored.push_back("cniVersion: expected a string, got " + std::string(version->type_name()));
+    else
+        c.cni_version = opt_string(c.raw, "cniVersion", "").value_or("");
     if (c.cni_version.empty()) c.cni_version = "0.1.0";
     cni::require_supported(c.cni_version);
-    c.name = opt_string(c.raw, "name", "").value_or("");
-    if (c.name.empty()) bad("name", "missing");
-    // The name becomes a directory under dataDir and stateDir.
-    if (!cni::valid_container_id(c.name))
-        bad("name", "'" + c.name + "' has invalid characters (allowed: [a-zA-Z0-9][a-zA-Z0-9_.-]*)");
-    if (c.name.size() > 253) bad("name", "longer than 253 characters");
-    c.type = opt_string(c.raw, "type", "").value_or("");
-    c.attachment = parse_attachment(c.raw);
 
-    if (auto mtu = opt_int(c.raw, "mtu", "", 68, 65535)) c.mtu = static_cast<int>(*mtu);
-    // MAC precedence: runtimeConfig.mac > CNI_ARGS MAC= > config mac.
-    if (auto m = opt_string(c.raw, "mac", "")) { check_mac(*m, "mac"); c.mac = *m; }
-    if (args.mac) { check_mac(*args.mac, "CNI_ARGS MAC"); c.mac = *args.mac; }
-    if (auto* rc = opt_object(c.raw, "runtimeConfig", "")) {
-        if (auto* m = member_ci(*rc, "mac")) {
-            if (!m->is_string()) bad("runtimeConfig.mac", "expected a string");
-            check_mac(m->get<std::string>(), "runtimeConfig.mac");
-            c.mac = m->get<std::string>();
+    // Each group of keys is one step; for teardown a step that fails is dropped (its
+    // keys keep their defaults) and remembered, so DEL still deletes what it can find.
+    const bool teardown = purpose == Purpose::Teardown;
+    auto step = [&](auto&& parse_keys) {
+        if (!teardown) return parse_keys();
+        try {
+            parse_keys();
+        } catch (const cni::Error& e) {
+            if (e.code != cni::kInvalidConfig) throw;
+            c.ignored.push_back(e.what());
         }
-    }
+    };
 
-    c.bridge = opt_string(c.raw, "bridge", "");
-    if (c.bridge) {
-        if (auto why = cni::ifname_problem(*c.bridge); !why.empty()) bad("bridge", "'" + *c.bridge + "' " + why);
-        if (c.attachment != Attachment::Veth) bad("bridge", "only valid with attachment veth");
-    }
-    c.is_gateway = opt_bool(c.raw, "isGateway", "").value_or(false);
-    parse_macvlan(c);
-    if (c.is_gateway && !c.bridge) bad("isGateway", "needs \"bridge\"");
+    step([&] {
+        auto name = opt_string(c.raw, "name", "").value_or("");
+        if (name.empty()) bad("name", "missing");
+        // The name becomes a directory under dataDir and stateDir.
+        if (!cni::valid_container_id(name))
+            bad("name", "'" + name + "' has invalid characters (allowed: [a-zA-Z0-9][a-zA-Z0-9_.-]*)");
+        if (name.size() > 253) bad("name", "longer than 253 characters");
+        c.name = name;
+    });
+    step([&] { c.type = opt_string(c.raw, "type", "").value_or(""); });
+    step([&] { c.attachment = parse_attachment(c.raw); });
+    step([&] { if (auto mtu = opt_int(c.raw, "mtu", "", 68, 65535)) c.mtu = static_cast<int>(*mtu); });
+    step([&] {
+        // MAC precedence: runtimeConfig.mac > CNI_ARGS MAC= > config mac.
+        if (auto m = opt_string(c.raw, "mac", "")) { check_mac(*m, "mac"); c.mac = *m; }
+        if (args.mac) { check_mac(*args.mac, "CNI_ARGS MAC"); c.mac = *args.mac; }
+        if (auto* rc = opt_object(c.raw, "runtimeConfig", "")) {
+            if (auto* m = member_ci(*rc, "mac")) {
+                if (!m->is_string()) bad("runtimeConfig.mac", "expected a string");
+                check_mac(m->get<std::string>(), "runtimeConfig.mac");
+                c.mac = m->get<std::string>();
+            }
+        }
+    });
+    step([&] {
+        c.bridge = opt_string(c.raw, "bridge", "");
+        if (c.bridge) {
+            if (auto why = cni::ifname_problem(*c.bridge); !why.empty()) bad("bridge", "'" + *c.bridge + "' " + why);
+            if (c.attachment != Attachment::Veth) bad("bridge", "only valid with attachment veth");
+        }
+        c.is_gateway = opt_bool(c.raw, "isGateway", "").value_or(false);
+        if (c.is_gateway && !c.bridge) bad("isGateway", "needs \"bridge\"");
+    });
+    step([&] { parse_macvlan(c); });
+    step([&] {
+        if (auto* dns = opt_object(c.raw, "dns", "")) {
+            c.dns.nameservers = opt_strings(*dns, "nameservers", "dns");
+            c.dns.domain = opt_string(*dns, "domain", "dns").value_or("");
+            c.dns.search = opt_strings(*dns, "search", "dns");
+            c.dns.options = opt_strings(*dns, "options", "dns");
+        }
+    });
+    step([&] { parse_state_dirs(c); });
+    step([&] { parse_logging(c); });
+    step([&] { parse_capabilities(c); });
+    step([&] {
+        try {
+            parse_ipam(c, args);
+        } catch (const cni::Error&) {
+            // Releasing needs only the type and the store's place.
+            if (teardown) parse_ipam_location(c);
+            throw;
+        }
+    });
+    step([&] { parse_sriov(c); });
+    if (teardown && c.attachment == Attachment::Sriov && !c.sriov) c.sriov.emplace();
+    step([&] { parse_delegate(c); });
+    step([&] { parse_placement(c); });
+    step([&] { if (auto* prev = member(c.raw, "prevResult")) c.prev_result = cni::result_from_json(*prev, "prevResult"); });
+    parse_gc(c);   // GC's input: never ignored, a wrong list would release the wrong things
 
-    if (auto* dns = opt_object(c.raw, "dns", "")) {
-        c.dns.nameservers = opt_strings(*dns, "nameservers", "dns");
-        c.dns.domain = opt_string(*dns, "domain", "dns").value_or("");
-        c.dns.search = opt_strings(*dns, "search", "dns");
-        c.dns.options = opt_strings(*dns, "options", "dns");
-    }
-    parse_common(c);
-    parse_capabilities(c);
-    parse_ipam(c, args);
-    parse_sriov(c);
-    parse_placement(c);
-    if (auto* prev = member(c.raw, "prevResult")) c.prev_result = cni::result_from_json(*prev, "prevResult");
-    parse_gc(c);
-
-    if (c.delegate) return c;   // the wrapped plugin validates its own keys
+    if (c.delegate || teardown) return c;   // the wrapped plugin validates its own keys
     if (c.attachment == Attachment::Veth && !c.bridge && c.ipam_type.empty())
         bad("ipam", "a point-to-point veth needs ipam (or set \"bridge\" for an L2-only port)");
     if (!cni::at_least(c.cni_version, "0.3.0") && c.ipam_type.empty())

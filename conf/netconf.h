@@ -57,6 +57,7 @@ struct NetConf {
     std::optional<std::vector<ipam::Owner>> valid_attachments;   ///< GC input
 
     nlohmann::json raw;                   ///< the whole config, as given (for delegation)
+    std::vector<std::string> ignored;     ///< Teardown: the errors of keys treated as absent
 };
 
 /// What of CNI_ARGS the config parser needs (kept separate so conf/ does not depend on cni/env).
@@ -65,9 +66,22 @@ struct ArgsView {
     std::vector<ipam::IpAddr> ips;
 };
 
+/// What the config is parsed for.
+enum class Purpose {
+    Setup,      ///< ADD, CHECK, STATUS, explain: every key must be valid
+    Teardown,   ///< DEL, GC: a key that cannot be read is treated as absent (see parse)
+};
+
 /// Parses stdin. Bad JSON is code 6; an invalid config is code 7 naming the key by its
 /// path. `cni_args` contributes MAC= and IP=.
-NetConf parse(const std::string& text, const ArgsView& args);
+///
+/// For Teardown, only what locates the attachment's leftovers must be readable: the
+/// JSON itself (6), cniVersion (1) and, for GC, cni.dev/valid-attachments (7). Any other
+/// key that is invalid is treated as absent and named in `ignored`; an invalid `name`
+/// leaves it empty, and the verb then has nothing to look for (nothing can have been
+/// added under a name ADD refuses). So a pod whose ADD was refused for, say, a bad
+/// nodeSelector can always be torn down.
+NetConf parse(const std::string& text, const ArgsView& args, Purpose purpose = Purpose::Setup);
 
 /// The cniVersion field only, for error objects printed before full parsing succeeds.
 std::string peek_version(const std::string& text);

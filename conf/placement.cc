@@ -160,20 +160,6 @@ Topology parse_topology(const json& t) {
     return out;
 }
 
-void parse_delegate(NetConf& c) {
-    auto* d = opt_object(c.raw, "delegate", "");
-    if (!d) return;
-    if (member(c.raw, "attachment"))
-        bad("delegate", "cannot be combined with \"attachment\" (the delegate is the attachment)");
-    if (member(c.raw, "ipam")) bad("ipam", "not used with \"delegate\"; put it in delegate.ipam");
-    auto type = opt_string(*d, "type", "delegate");
-    if (!type || type->empty()) bad("delegate.type", "missing");
-    // Delegation execs CNI_PATH/<type>: a type with a path in it would run anything.
-    if (type->find('/') != std::string::npos || *type == "." || *type == "..")
-        bad("delegate.type", "'" + *type + "' must be a plugin name, not a path");
-    c.delegate = *d;
-}
-
 }  // namespace
 
 const char* op_name(LabelRequirement::Op op) {
@@ -216,8 +202,21 @@ LabelSelector parse_label_selector(const json& j, const std::string& path) {
     return out;
 }
 
+void parse_delegate(NetConf& c) {
+    auto* d = opt_object(c.raw, "delegate", "");
+    if (!d) return;
+    if (member(c.raw, "attachment"))
+        bad("delegate", "cannot be combined with \"attachment\" (the delegate is the attachment)");
+    if (member(c.raw, "ipam")) bad("ipam", "not used with \"delegate\"; put it in delegate.ipam");
+    auto type = opt_string(*d, "type", "delegate");
+    if (!type || type->empty()) bad("delegate.type", "missing");
+    // Delegation execs CNI_PATH/<type>: a type with a path in it would run anything.
+    if (type->find('/') != std::string::npos || *type == "." || *type == "..")
+        bad("delegate.type", "'" + *type + "' must be a plugin name, not a path");
+    c.delegate = *d;
+}
+
 void parse_placement(NetConf& c) {
-    parse_delegate(c);
     const json& j = c.raw;
     static const char* kKeys[] = {"nodeSelector", "nodeName", "nodeLabelsFile", "kubeconfig",
                                   "nodeLabelsTTL", "topology", "kubeletRootDir"};

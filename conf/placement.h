@@ -56,8 +56,10 @@ const char* numa_policy_name(NumaPolicy p);
 /// its path under `path`, e.g. "nodeSelector.matchExpressions[1].operator".
 LabelSelector parse_label_selector(const nlohmann::json& j, const std::string& path);
 
-/// Fills c.placement when any placement key is present, and c.delegate from "delegate";
-/// code 7 naming the key.
+/// Fills c.delegate from "delegate" (meta-plugin mode); code 7 naming the key.
+void parse_delegate(NetConf& c);
+/// Fills c.placement when any placement key is present (after parse_delegate); code 7
+/// naming the key.
 void parse_placement(NetConf& c);
 
 }  // namespace conf

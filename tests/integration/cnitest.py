@@ -4,8 +4,10 @@ Every namespace and link a test makes is named with a short prefix plus the pid 
 removed in tearDown, which also runs when a test fails. The plugin itself runs inside a
 per-test "node" netns, so the machine's own netns is never touched.
 """
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -26,6 +28,48 @@ def sh(*args, check=True, ns=None, input=None):
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
     return p.stdout
+
+
+def snapshot_files(*roots):
+    """Every file and directory under `roots`, with mode and content hash: no exclusions."""
+    out = {}
+    for root in roots:
+        for dirpath, dirs, files in os.walk(root):
+            for d in dirs:
+                out[os.path.join(dirpath, d)] = "dir"
+            for f in files:
+                p = os.path.join(dirpath, f)
+                st = os.lstat(p)
+                if os.path.islink(p):
+                    out[p] = ("link", os.readlink(p))
+                    continue
+                with open(p, "rb") as fh:
+                    out[p] = (oct(st.st_mode), hashlib.sha256(fh.read()).hexdigest())
+    return out
+
+
+# The only things allowed to outlive every attachment (README: "What stays on the node"),
+# as paths relative to the test's temp dir (dataDir = ipam/, stateDir = state/). A
+# cursor may change its content; everything else must be gone or exactly as before.
+BOOKKEEPING = [re.compile(p) for p in (
+    r"ipam",                                          # dataDir
+    r"ipam/[^/.][^/]*",                               # <dataDir>/<net>/
+    r"ipam/[^/.][^/]*/lock",                          # the store lock (the reference's too)
+    r"ipam/[^/.][^/]*/last_reserved_ip\.\d+",         # round-robin cursors
+    r"ipam/\.topocni",                                # <dataDir>/.topocni/
+    r"ipam/\.topocni/[^/]+",                          # <dataDir>/.topocni/<net>/
+    r"ipam/\.topocni/[^/]+/(owners|tmp)",             # its (empty) index and temp directories
+    r"state",                                         # stateDir
+    r"state/attachments",
+    r"state/attachments/[^/]+",                       # a network's records directory (the lock)
+    r"state/sriov",                                   # the VF records directory
+    r"state/node-labels",                             # the node label cache and its entry
+    r"state/node-labels/[^/]+\.json",
+)]
+
+
+def is_bookkeeping(rel):
+    return any(p.fullmatch(rel) for p in BOOKKEEPING)
 
 
 class Outcome:
@@ -95,6 +139,14 @@ class NetnsTestCase(unittest.TestCase):
             env = env_override
         stdin = raw_stdin if raw_stdin is not None else json.dumps(conf)
         cmd = ["nsenter", f"--net=/run/netns/{self.node}", binary or BIN]
+        if isinstance(stdin, bytes) or any(isinstance(v, bytes) for v in env.values()):
+            # Raw bytes (invalid UTF-8) in and out; the output is checked as UTF-8 text.
+            env = {k: v if isinstance(v, bytes) else v.encode() for k, v in env.items()}
+            p = subprocess.run(cmd, input=stdin if isinstance(stdin, bytes) else stdin.encode(), capture_output=True,
+                               env=env, timeout=120)
+            p.stdout = p.stdout.decode("utf-8")   # raises if the plugin printed invalid UTF-8
+            p.stderr = p.stderr.decode("utf-8", "replace")
+            return Outcome(p)
         return Outcome(subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=120))
 
     def conf(self, version="1.1.0", name=None, ipam=True, subnet="10.77.0.0/24", v6=None, **extra):
@@ -106,6 +158,39 @@ class NetnsTestCase(unittest.TestCase):
             c["ipam"] = {"type": "host-local", "ranges": ranges, "dataDir": self.data_dir}
         c.update(extra)
         return c
+
+    # --- looking at files: every file under dataDir, stateDir and their parent ---
+    def files(self):
+        return snapshot_files(self.tmp)
+
+    def assertFilesUnchanged(self, before, what=""):
+        now = self.files()
+        if now != before:
+            added = sorted(set(now) - set(before))
+            gone = sorted(set(before) - set(now))
+            changed = sorted(p for p in set(now) & set(before) if now[p] != before[p])
+            self.fail(f"{what}: files changed: added {added}, removed {gone}, changed {changed}")
+
+    def assertOnlyBookkeepingLeft(self, before, what=""):
+        """Whatever is new or changed since `before` is named bookkeeping (BOOKKEEPING)."""
+        now = self.files()
+        bad = []
+        for p in sorted(set(now) | set(before)):
+            if now.get(p) == before.get(p):
+                continue
+            rel = os.path.relpath(p, self.tmp)
+            if p in before and p not in now:
+                bad.append(f"removed {rel}")
+            elif not is_bookkeeping(rel):
+                bad.append(f"{'added' if p not in before else 'changed'} {rel}")
+        if bad:
+            self.fail(f"{what}: left behind: {bad}")
+
+    def assertDelCleansUp(self, conf, before, what="", **kw):
+        """DEL succeeds and leaves only bookkeeping; a second ADD/DEL pair then leaves the
+        files exactly as the first did (no exclusions at all)."""
+        self.assertOk(self.run_plugin("DEL", conf, **kw))
+        self.assertOnlyBookkeepingLeft(before, what)
 
     # --- looking at the kernel ---
     def links(self, ns):

@@ -1,35 +1,15 @@
 """Hostile input: every case gets the right CNI error code, a message naming the bad
 input, a non-zero exit, and changes nothing at all: links, addresses and routes in the
-node and pod netns, and every file under dataDir and stateDir, compared before and after."""
-import hashlib
+node and pod netns, and every file under dataDir, stateDir and their parent, compared
+before and after with no exclusions. The DEL a runtime sends after a refused ADD then
+succeeds (or, for input DEL cannot read either, fails the same way) and changes nothing."""
 import json
 import os
 
 from cnitest import REF_DIR, NetnsTestCase, main, sh
 
 BIG = 10 * 1024 * 1024
-
-
-def is_spare(path):
-    """A free file kept for reuse (IPAM .topocni/tmp/spare-*, records .spares/*): no state."""
-    return "/.spares" in path or "/.topocni/tmp/spare-" in path
-
-
-def snapshot_files(*roots):
-    out = {}
-    for root in roots:
-        for dirpath, dirs, files in os.walk(root):
-            for d in dirs:
-                if not is_spare(os.path.join(dirpath, d)):
-                    out[os.path.join(dirpath, d)] = "dir"
-            for f in files:
-                p = os.path.join(dirpath, f)
-                if is_spare(p):
-                    continue
-                st = os.lstat(p)
-                with open(p, "rb") as fh:
-                    out[p] = (oct(st.st_mode), hashlib.sha256(fh.read()).hexdigest())
-    return out
+BAD = "@@NOT-UTF-8@@"   # replaced by the byte 0xFF in the raw stdin
 
 
 class Hostile(NetnsTestCase):
@@ -102,7 +82,6 @@ class Hostile(NetnsTestCase):
             ("binary garbage", "\x00\x01\x02\xff", {}, 6, "decode"),
             ("cniVersion is a number", dict(c(), cniVersion=1), {}, 7, "cniVersion"),
             ("unknown cniVersion", c("2.0.0"), {}, 1, "2.0.0"),
-            ("empty cniVersion", dict(c(), cniVersion=""), {}, 1, "incompatible"),
             ("name is a number", dict(c(), name=123), {}, 7, "name"),
             ("name with slash", c(name="a/b"), {}, 7, "name"),
             ("name dot dot", c(name=".."), {}, 7, "name"),
@@ -189,16 +168,47 @@ class Hostile(NetnsTestCase):
                 {"key": "a", "operator": "Near"}]}), {}, 7, "nodeSelector.matchExpressions[0].operator"),
             ("numaPolicy unknown", mv(topology={"numaPolicy": "strict"}), {}, 7, "topology.numaPolicy"),
             ("route table negative", ipam(routes=[{"dst": "0.0.0.0/0", "table": -5}]), {}, 7, "table"),
-        ]
+            ("capabilities is a list", c(capabilities=["mac"]), {}, 7, "capabilities"),
+            ("capability not a boolean", c(capabilities={"mac": "yes"}), {}, 7, 'capabilities["mac"]'),
+            ("ifname not UTF-8", c(), {"CNI_IFNAME": b"eth\xff"}, 4, "CNI_IFNAME"),
+            ("netns not UTF-8", c(), {"CNI_NETNS": b"/run/netns/\xff"}, 4, "CNI_NETNS"),
+            ("command not UTF-8", c(), {"CNI_COMMAND": b"AD\xff"}, 4, "CNI_COMMAND"),
+        ] + self.utf8_cases()
 
-    def test_every_hostile_input_is_refused_and_changes_nothing(self):
+    def utf8_cases(self):
+        """Invalid UTF-8 (the byte 0xFF) in every string key of every kind of config."""
+        c = self.conf
+        sriov = dict(c(), attachment="sriov", deviceID="0000:03:02.0", vlan=5, vlanProto="802.1q", spoofchk="on",
+                     trust="off", link_state="auto")
+        mv = dict(c(), attachment="macvlan", master=self.master, mode="bridge")
+        placed = dict(c(), nodeName="n1", nodeLabelsFile="/x", kubeconfig="", kubeletRootDir="/k",
+                      nodeSelector={"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]},
+                      topology={"numaPolicy": "none", "unknownTopology": "allow"})
+        full = dict(c(), bridge="br0", mac="02:00:00:00:00:01", logFile="/tmp/x.log", logLevel="error",
+                    sysfsRoot="/sys", dns={"nameservers": ["1.1.1.1"], "domain": "d", "search": ["s"], "options": ["o"]},
+                    runtimeConfig={"mac": "02:00:00:00:00:02", "ips": ["10.77.0.9"]}, args={"cni": {"ips": ["10.77.0.9"]}},
+                    capabilities={"mac": True})
+        full["ipam"]["routes"] = [{"dst": "0.0.0.0/0", "gw": "10.77.0.1"}]
+        full["ipam"]["ranges"][0][0].update(rangeStart="10.77.0.10", rangeEnd="10.77.0.20", gateway="10.77.0.1")
+        meta = dict(c("1.0.0", ipam=False), delegate={"type": "macvlan", "master": self.master})   # Debian's: <= 1.0.0
+        out = []
+        for template in (full, mv, sriov, placed, meta):
+            for path, value in string_leaves(template):
+                conf = json.loads(json.dumps(template))
+                set_at(conf, path, value[:1] + BAD + value[1:] if value else BAD)
+                raw = json.dumps(conf).encode().replace(BAD.encode(), b"\xff")
+                out.append((f"not UTF-8 in {'.'.join(map(str, path))} ({template.get('attachment', 'veth')})",
+                            raw, {}, 6, "UTF-8"))
+        return out
+
+    def test_every_hostile_input_is_refused_and_changes_nothing_and_del_after_it_succeeds(self):
         cases = self.cases()
-        self.assertGreaterEqual(len(cases), 60)
-        before_files = snapshot_files(self.data_dir, self.state_dir)
+        self.assertGreaterEqual(len(cases), 150)
+        before_files = self.files()
         before_kernel = self.kernel_state()
         for desc, conf, env, code, word in cases:
             with self.subTest(case=desc):
-                raw = conf if isinstance(conf, str) else None
+                raw = conf if isinstance(conf, (str, bytes)) else None
                 e = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "hostile", "CNI_NETNS": self.path,
                      "CNI_IFNAME": "eth0", "CNI_PATH": REF_DIR, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
                 e.update(env)
@@ -208,9 +218,49 @@ class Hostile(NetnsTestCase):
                 self.assertEqual(out.json.get("code"), code, f"{desc}: {out.json}")
                 text = out.json.get("msg", "") + " " + out.json.get("details", "")
                 self.assertIn(word, text, f"{desc}: message does not name the bad input")
-                self.assertEqual(snapshot_files(self.data_dir, self.state_dir), before_files,
-                                 f"{desc}: files under dataDir/stateDir changed")
+                self.assertFilesUnchanged(before_files, desc)
                 self.assertEqual(self.kernel_state(), before_kernel, f"{desc}: kernel state changed")
+                if e["CNI_COMMAND"] != "ADD":
+                    continue
+                # The DEL every runtime sends next.
+                e["CNI_COMMAND"] = "DEL"
+                out = self.run_plugin("DEL", None if raw else conf, env_override=e, raw_stdin=raw)
+                if desc.startswith("not UTF-8 in cniVersion"):
+                    # What DEL reads there (as a Go runtime would pass it on) is no version it knows.
+                    self.assertEqual(out.json and out.json.get("code"), 1, f"{desc}: DEL: {out}")
+                elif not del_refuses(desc, code):
+                    self.assertEqual(out.rc, 0, f"{desc}: DEL after the refused ADD failed: {out}")
+                    self.assertEqual(out.stdout, "", f"{desc}: DEL printed {out.stdout!r}")
+                else:
+                    self.assertNotEqual(out.rc, 0, f"{desc}: DEL accepted input it cannot read")
+                    self.assertEqual(out.json.get("code"), code, f"{desc}: DEL: {out.json}")
+                self.assertFilesUnchanged(before_files, f"{desc} (DEL)")
+                self.assertEqual(self.kernel_state(), before_kernel, f"{desc} (DEL): kernel state changed")
+
+
+def del_refuses(desc, code):
+    """What DEL reports as well (README, "What DEL reports"): a config it cannot decode,
+    an unsupported cniVersion, an invalid CNI_* variable. Invalid UTF-8 is not among it:
+    DEL reads it as Go runtimes do (U+FFFD)."""
+    return (code == 6 and not desc.startswith("not UTF-8")) or code in (1, 4)
+
+
+def string_leaves(node, path=()):
+    """(path, value) of every string in a JSON value, and of every object key."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from string_leaves(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from string_leaves(v, path + (i,))
+    elif isinstance(node, str):
+        yield path, node
+
+
+def set_at(node, path, value):
+    for p in path[:-1]:
+        node = node[p]
+    node[path[-1]] = value
 
 
 if __name__ == "__main__":
