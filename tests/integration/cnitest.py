@@ -161,7 +161,10 @@ class NetnsTestCase(unittest.TestCase):
 
     # --- looking at files: every file under dataDir, stateDir and their parent ---
     def files(self):
-        return snapshot_files(self.tmp)
+        """Every file and directory of the test's temp dir, but a fake sysfs tree in it
+        ("sys"), which stands for the kernel's /sys and which tests change themselves."""
+        return {p: v for p, v in snapshot_files(self.tmp).items()
+                if not (p + "/").startswith(os.path.join(self.tmp, "sys") + "/")}
 
     def assertFilesUnchanged(self, before, what=""):
         now = self.files()

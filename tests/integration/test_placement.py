@@ -552,8 +552,9 @@ if os.environ.get("CNI_COMMAND") == "ADD":
         self.assertError(out, 7, "delegate.type: plugin 'nosuchplugin' not found in CNI_PATH")
         out = self.run_plugin("ADD", self.mconf({"type": "../../bin/true"}), netns=path)
         self.assertError(out, 7, "delegate.type: '../../bin/true' must be a plugin name")
+        # A plugin that is not there holds nothing DEL could delete: DEL must not block the pod.
         out = self.run_plugin("DEL", self.mconf({"type": "nosuchplugin"}), netns=path, path=REF_DIR)
-        self.assertError(out, 7, "not found in CNI_PATH")
+        self.assertOk(out)
 
 
 if __name__ == "__main__":
