@@ -1,11 +1,5 @@
 #include "cni/kube.h"
 
-#include <curl/curl.h>
-#include <fcntl.h>
-#include <gnu/libc-version.h>
-#include <sys/auxv.h>
-#include <unistd.h>
-#include <dlfcn.h>
 #include <sys/time.h>
 
 #include <cctype>
@@ -17,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cni/error.h"
+#include "cni/https.h"
 #include "cni/log.h"
 #include "cni/state.h"
 #include "ipam/fs.h"
@@ -101,114 +96,20 @@ std::string normalise_server(std::string s) {
     return s;
 }
 
+std::string trimmed(std::string t) {
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+    return t;
+}
+
 double now_seconds() {
     timeval tv;
     gettimeofday(&tv, nullptr);
     return tv.tv_sec + tv.tv_usec / 1e6;
 }
 
-// libcurl is loaded on first use: linked in, it and the ~30 libraries it pulls (TLS,
-// Kerberos, LDAP, IDN...) were loaded and relocated by every plugin run, which took
-// longer than the whole ADD and doubled the RSS, while only nodeSelector with an API
-// server ever calls it.
-struct Curl {
-    decltype(&::curl_global_init) global_init;
-    decltype(&::curl_easy_init) easy_init;
-    decltype(&::curl_easy_cleanup) easy_cleanup;
-    decltype(&::curl_easy_setopt) easy_setopt;
-    decltype(&::curl_easy_perform) easy_perform;
-    decltype(&::curl_easy_getinfo) easy_getinfo;
-    decltype(&::curl_easy_strerror) easy_strerror;
-    decltype(&::curl_slist_append) slist_append;
-    decltype(&::curl_slist_free_all) slist_free_all;
-};
-
 }  // namespace
 
-std::optional<std::string> glibc_release(const std::string& path) {
-    // Not state::read_file: libc.so.6 is often a symlink (libc-2.28.so) and is ~2 MiB.
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::nullopt;
-    std::string text;
-    char buf[65536];
-    ssize_t n;
-    while (text.size() < (64u << 20) && (n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
-    ::close(fd);
-    size_t at = text.find("release version ");
-    if (at == std::string::npos) return std::nullopt;
-    size_t begin = at + 16, end = begin;
-    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
-    std::string release = text.substr(begin, end - begin);
-    while (!release.empty() && release.back() == '.') release.pop_back();
-    if (release.empty()) return std::nullopt;
-    return release;
-}
-
-// The release build of topocni is static. It can still dlopen libcurl, but only when the
-// node's glibc is the one it was linked with: libcurl brings the node's libc.so.6 and
-// dynamic loader, which share private interfaces with the copy linked into us, and
-// another release fails anywhere from a dlopen error to a crash. So that case is refused
-// up front, with a message that says what to do instead.
-std::string libcurl_blocker(const std::string& ours, const std::vector<std::string>& libcs) {
-    for (auto& path : libcs) {
-        auto theirs = glibc_release(path);
-        if (!theirs) continue;
-        if (*theirs == ours) return "";
-        return "this topocni is statically linked with glibc " + ours + " and can load libcurl only on a node " +
-               "with that glibc, but " + path + " is glibc " + *theirs;
-    }
-    return "this topocni is statically linked and found no glibc to load libcurl with";
-}
-
 namespace {
-
-const Curl& curl() {
-    static std::once_flag once;
-    static Curl api;
-    static std::string error;
-    std::call_once(once, [] {
-        // A dynamic build (the test and sanitizer builds) has only one libc.
-        if (::getauxval(AT_BASE) == 0)
-            error = libcurl_blocker(::gnu_get_libc_version(),
-                                    {"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6",
-                                     "/lib/aarch64-linux-gnu/libc.so.6", "/usr/lib/aarch64-linux-gnu/libc.so.6",
-                                     "/lib64/libc.so.6", "/usr/lib64/libc.so.6", "/lib/libc.so.6", "/usr/lib/libc.so.6"});
-        if (!error.empty()) {
-            error += "; use nodeLabelsFile (Node Feature Discovery writes one) or a topocni built on this OS";
-            return;
-        }
-        void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-        if (!lib) {
-            const char* e = ::dlerror();
-            error = e ? e : "dlopen failed";
-            return;
-        }
-        auto sym = [&](auto& fn, const char* name) {
-            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-            if (!fn && error.empty()) error = std::string("libcurl.so.4 has no ") + name;
-        };
-        sym(api.global_init, "curl_global_init");
-        sym(api.easy_init, "curl_easy_init");
-        sym(api.easy_cleanup, "curl_easy_cleanup");
-        sym(api.easy_setopt, "curl_easy_setopt");
-        sym(api.easy_perform, "curl_easy_perform");
-        sym(api.easy_getinfo, "curl_easy_getinfo");
-        sym(api.easy_strerror, "curl_easy_strerror");
-        sym(api.slist_append, "curl_slist_append");
-        sym(api.slist_free_all, "curl_slist_free_all");
-        if (error.empty()) api.global_init(CURL_GLOBAL_DEFAULT);
-    });
-    if (!error.empty())
-        fail_internal("cannot load libcurl (needed to read node labels from the Kubernetes API): " + error);
-    return api;
-}
-
-size_t collect(char* data, size_t size, size_t n, void* user) {
-    auto* out = static_cast<std::string*>(user);
-    if (out->size() + size * n > kMaxResponse) return 0;   // aborts the transfer
-    out->append(data, size * n);
-    return size * n;
-}
 
 std::string url_escape(const std::string& s) {
     static const char* hex = "0123456789ABCDEF";
@@ -336,6 +237,12 @@ Kubeconfig parse_kubeconfig(const std::string& text, const std::string& path) {
     kc.server = normalise_server(*server);
     while (!kc.server.empty() && kc.server.back() == '/') kc.server.pop_back();
     kc.ca_pem = data_or_file(cluster, "certificate-authority", dir, what, cpath);
+    if (cluster.contains("certificate-authority-data"))
+        kc.ca_source = what + " " + cpath + ".certificate-authority-data";
+    else if (auto f = str(cluster, "certificate-authority", what, cpath))
+        kc.ca_source = "'" + (!f->empty() && (*f)[0] == '/' ? *f : dir + "/" + *f) + "' (" + what + ")";
+    else
+        kc.ca_source = what + " (no certificate-authority)";
     if (auto it = cluster.find("insecure-skip-tls-verify"); it != cluster.end() && !it->is_null()) {
         if (it->is_boolean()) kc.insecure = it->get<bool>();
         else if (it->is_string() && (*it == "true" || *it == "false")) kc.insecure = *it == "true";
@@ -345,6 +252,7 @@ Kubeconfig parse_kubeconfig(const std::string& text, const std::string& path) {
     auto user_name = str(ctx, "user", what, "contexts[\"" + ctx_name + "\"].context");
     if (user_name && !user_name->empty()) {
         std::string upath = "users[\"" + *user_name + "\"].user";
+        kc.user = *user_name;
         const json& user = named(root, "users", "user", *user_name, what);
         kc.client_cert_pem = data_or_file(user, "client-certificate", dir, what, upath);
         kc.client_key_pem = data_or_file(user, "client-key", dir, what, upath);
@@ -352,11 +260,10 @@ Kubeconfig parse_kubeconfig(const std::string& text, const std::string& path) {
             bad(what, upath + ": client-certificate and client-key go together");
         if (auto t = str(user, "token", what, upath)) kc.token = *t;
         else if (auto f = str(user, "tokenFile", what, upath)) {
-            std::string file = !f->empty() && (*f)[0] == '/' ? *f : dir + "/" + *f;
-            kc.token = read_whole(what + ": " + upath + ".tokenFile", file);
+            kc.token_file = !f->empty() && (*f)[0] == '/' ? *f : dir + "/" + *f;
+            kc.token = trimmed(read_whole(what + ": " + upath + ".tokenFile", kc.token_file));   // it must exist now
         }
-        while (!kc.token.empty() && (kc.token.back() == '\n' || kc.token.back() == '\r' || kc.token.back() == ' '))
-            kc.token.pop_back();
+        kc.token = trimmed(kc.token);
         bool has_creds = !kc.token.empty() || !kc.client_cert_pem.empty();
         if (!has_creds && (user.contains("exec") || user.contains("auth-provider")))
             bad(what, upath + ": exec and auth-provider credentials are not supported; "
@@ -370,74 +277,44 @@ Kubeconfig load_kubeconfig(const std::string& path) {
 }
 
 Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chrono::milliseconds timeout) {
-    const Curl& api = curl();
-    std::unique_ptr<CURL, void (*)(CURL*)> h(api.easy_init(), api.easy_cleanup);
-    if (!h) fail_internal("failed to initialise libcurl");
-    std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers(nullptr, api.slist_free_all);
-    auto add_header = [&](const std::string& s) { headers.reset(api.slist_append(headers.release(), s.c_str())); };
-    add_header("Accept: application/json");
-    if (!kc.token.empty()) add_header("Authorization: Bearer " + kc.token);
+    https::Headers headers = {{"Accept", "application/json"}};
+    // A projected service-account token rotates: read it for every request.
+    std::string token = kc.token;
+    if (!kc.token_file.empty()) token = trimmed(read_whole("kubeconfig '" + kc.path + "': tokenFile", kc.token_file));
+    if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
+    https::Tls tls{kc.ca_pem, kc.ca_source, kc.client_cert_pem, kc.client_key_pem, kc.insecure};
+    if (kc.insecure)
+        log::warn("kubeconfig '" + kc.path + "' sets insecure-skip-tls-verify: the API server at " + kc.server +
+                  " is not verified");
 
     std::string url = kc.server + "/api/v1/nodes/" + url_escape(node);
-    std::string body;
-    char err[CURL_ERROR_SIZE] = {};
-    CURL* c = h.get();
-    api.easy_setopt(c, CURLOPT_URL, url.c_str());
-    api.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
-    api.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    api.easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-    api.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout.count()));
-    api.easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-    api.easy_setopt(c, CURLOPT_USERAGENT, "topocni/" TOPOCNI_VERSION);
-    api.easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    api.easy_setopt(c, CURLOPT_WRITEDATA, &body);
-    api.easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-    // The PEM blobs are copied by libcurl, so nothing has to outlive this call.
-    if (!kc.ca_pem.empty()) {
-        curl_blob ca{const_cast<char*>(kc.ca_pem.data()), kc.ca_pem.size(), CURL_BLOB_COPY};
-        api.easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
-    }
-    if (!kc.client_cert_pem.empty()) {
-        curl_blob cert{const_cast<char*>(kc.client_cert_pem.data()), kc.client_cert_pem.size(), CURL_BLOB_COPY};
-        curl_blob key{const_cast<char*>(kc.client_key_pem.data()), kc.client_key_pem.size(), CURL_BLOB_COPY};
-        api.easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
-        api.easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-        api.easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
-        api.easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
-    }
-    if (kc.insecure) {
-        api.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-        api.easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-
-    CURLcode rc = api.easy_perform(c);
     std::string where = "GET " + url;
-    if (rc != CURLE_OK) {
-        std::string why = err[0] ? err : api.easy_strerror(rc);
-        switch (rc) {
-            case CURLE_PEER_FAILED_VERIFICATION:
-            case CURLE_SSL_CACERT_BADFILE:
-            case CURLE_SSL_CERTPROBLEM:
-            case CURLE_UNSUPPORTED_PROTOCOL:
-            case CURLE_URL_MALFORMAT:
-                throw Error(kInvalidConfig, "kubeconfig '" + kc.path + "': " + where + " failed: " + why);
-            default:
-                throw Error(kTryAgainLater, "Kubernetes API unreachable: " + where + " failed: " + why);
-        }
+    https::Response r;
+    try {
+        r = https::get(url, headers, tls, timeout, kMaxResponse);
+    } catch (const Error& e) {
+        if (e.code == kTryAgainLater) throw Error(kTryAgainLater, std::string("Kubernetes API unreachable: ") + e.what());
+        throw Error(e.code, "kubeconfig '" + kc.path + "': " + e.what());
     }
-    long status = 0;
-    api.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    std::string code = "HTTP " + std::to_string(status);
-    if (status == 401 || status == 403)
-        throw Error(kInvalidConfig, "kubeconfig '" + kc.path + "': the API server refused the credentials (" + code +
-                                        "): " + status_message(body));
-    if (status == 404)
-        throw Error(kInvalidConfig, "nodeName: node '" + node + "' not found by the API server (" + code + ")");
-    if (status == 429 || status >= 500)
-        throw Error(kTryAgainLater, "Kubernetes API: " + where + ": " + code + ": " + status_message(body));
-    if (status != 200)
-        throw Error(kInvalidConfig, "Kubernetes API: " + where + ": " + code + ": " + status_message(body));
-
+    std::string code = "HTTP " + std::to_string(r.status);
+    std::string who = "kubeconfig '" + kc.path + "'" + (kc.user.empty() ? "" : " (user '" + kc.user + "')");
+    if (r.status == 401)
+        throw Error(kInvalidConfig, who + ": the API server refused the credentials (" + code + "): " +
+                                        status_message(r.body));
+    if (r.status == 403)
+        throw Error(kInvalidConfig, who + ": not allowed to get node '" + node + "' (" + code + "): " +
+                                        status_message(r.body) +
+                                        "; topocni needs \"get\" on \"nodes\" (and on \"pods\" to find its node): "
+                                        "see examples/rbac.yaml");
+    if (r.status == 404)
+        throw Error(kInvalidConfig, "nodeName: node '" + node + "' not found by the API server at " + kc.server + " (" +
+                                        code + "); the name is " + kc.node_source +
+                                        ": set nodeName to the Node's name if it differs");
+    if (r.status == 429 || r.status >= 500)
+        throw Error(kTryAgainLater, "Kubernetes API: " + where + ": " + code + ": " + status_message(r.body));
+    if (r.status != 200)
+        throw Error(kInvalidConfig, "Kubernetes API: " + where + ": " + code + ": " + status_message(r.body));
+    const std::string& body = r.body;
     auto j = json::parse(body, nullptr, false);
     if (!j.is_object() || !j.contains("metadata") || !j["metadata"].is_object())
         throw Error(kTryAgainLater, "Kubernetes API: " + where + ": the response is not a Node object");
@@ -450,7 +327,7 @@ Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chr
 }
 
 Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const CacheOptions& opt) {
-    constexpr auto kTimeout = std::chrono::milliseconds(3000);
+    const auto kTimeout = opt.timeout;
     std::string path = cache_path(opt.state_dir, node);
     if (auto hit = fresh(read_cache(path), kc.server, opt.ttl_seconds, now_seconds())) {
         log::debug("node labels of '" + node + "' from the cache '" + path + "'");

@@ -1,6 +1,6 @@
 // Node labels from the Kubernetes API: the kubeconfig (Multus's or the operator's), one
-// GET of the Node over TLS with libcurl, and a small on-disk cache under stateDir so a
-// storm of ADDs does not hit the API server.
+// GET of the Node over TLS (cni/https.h, linked into the static binary), and a small
+// on-disk cache under stateDir so a storm of ADDs does not hit the API server.
 #pragma once
 #include <chrono>
 #include <string>
@@ -17,10 +17,14 @@ inline constexpr const char* kMultusKubeconfig = "/etc/cni/net.d/multus.d/multus
 struct Kubeconfig {
     std::string path;                     ///< for messages
     std::string server;                   ///< "https://10.96.0.1:443" (brackets around IPv4 removed)
-    std::string ca_pem;                   ///< CA bundle; empty: the system's
+    std::string ca_pem;                   ///< CA bundle; empty: the node's
+    std::string ca_source;                ///< where the CA comes from, for messages
     std::string client_cert_pem, client_key_pem;
-    std::string token;                    ///< bearer token (token or tokenFile)
+    std::string token;                    ///< bearer token (token, or tokenFile as it was at load)
+    std::string token_file;               ///< tokenFile: read again for every request (tokens rotate)
+    std::string user;                     ///< the context's user, for messages
     bool insecure = false;                ///< insecure-skip-tls-verify
+    std::string node_source = "the config's nodeName";   ///< how the node's name was chosen, for a 404
 };
 
 /// Parses a kubeconfig (YAML or JSON): current-context -> cluster (server,
@@ -31,14 +35,17 @@ Kubeconfig parse_kubeconfig(const std::string& text, const std::string& path);
 Kubeconfig load_kubeconfig(const std::string& path);
 
 /// GET <server>/api/v1/nodes/<node> and return metadata.labels. Unreachable, timed out,
-/// 429 and 5xx are code 11 (try again later); refused credentials, an unknown node and
-/// other 4xx are code 7.
+/// a truncated or non-JSON answer, 429 and 5xx are code 11 (try again later); refused
+/// credentials (quoting the Status message, naming the kubeconfig and user), a missing
+/// permission, an unknown node, a certificate that does not verify and other 4xx are
+/// code 7.
 Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chrono::milliseconds timeout);
 
 struct CacheOptions {
     std::string state_dir;                ///< the cache lives in <state_dir>/node-labels/
     double ttl_seconds = 60;
     bool write = true;                    ///< false: read a fresh cache, never write (explain)
+    std::chrono::milliseconds timeout{3000};   ///< apiTimeout
 };
 
 /// The node's labels through the cache: a fresh entry (same server, younger than the
@@ -49,13 +56,5 @@ Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const C
 
 /// base64 (RFC 4648, padding optional, whitespace ignored); nullopt when malformed.
 std::optional<std::string> base64_decode(const std::string& in);
-
-/// The release ("2.36") a glibc shared object announces in its banner ("GNU C Library
-/// ... release version 2.36."); nullopt when `path` cannot be read or has no banner.
-std::optional<std::string> glibc_release(const std::string& path);
-
-/// Why a static topocni linked with glibc `ours` cannot dlopen libcurl: empty when the
-/// node's libc.so.6 (the first of `libcs` that has a banner) is that release.
-std::string libcurl_blocker(const std::string& ours, const std::vector<std::string>& libcs);
 
 }  // namespace cni::kube

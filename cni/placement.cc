@@ -85,8 +85,11 @@ NodeLabels node_labels(const conf::NetConf& c, const std::string& node, const Ev
                                         kube::kMultusKubeconfig + "' does not exist)");
     if (!kubeconfig.empty()) {
         auto kc = kube::load_kubeconfig(kubeconfig);
+        kc.node_source = p.node_name ? "the config's nodeName" : "this host's name, lower-cased as kubelet does";
         try {
-            out.labels = kube::cached_node_labels(kc, node, {c.state_dir, p.node_labels_ttl, opt.write_cache});
+            out.labels = kube::cached_node_labels(
+                kc, node, {c.state_dir, p.node_labels_ttl, opt.write_cache,
+                           std::chrono::milliseconds(static_cast<long long>(p.api_timeout * 1000))});
             out.sources = "the API at " + kc.server;
         } catch (const Error& e) {
             // With a local file there is still something to decide on.

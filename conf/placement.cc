@@ -219,7 +219,7 @@ void parse_delegate(NetConf& c) {
 void parse_placement(NetConf& c) {
     const json& j = c.raw;
     static const char* kKeys[] = {"nodeSelector", "nodeName", "nodeLabelsFile", "kubeconfig",
-                                  "nodeLabelsTTL", "topology", "kubeletRootDir"};
+                                  "nodeLabelsTTL", "apiTimeout", "topology", "kubeletRootDir"};
     bool any = false;
     for (auto* k : kKeys) any = any || member(j, k);
     if (!any) return;
@@ -237,6 +237,7 @@ void parse_placement(NetConf& c) {
         p.kubeconfig = *k;
     }
     if (auto ttl = opt_number(j, "nodeLabelsTTL", "", 0, 86400)) p.node_labels_ttl = *ttl;
+    if (auto t = opt_number(j, "apiTimeout", "", 0.1, 60)) p.api_timeout = *t;
     if (auto* t = opt_object(j, "topology", "")) p.topology = parse_topology(*t);
     if (auto d = abs_path(j, "kubeletRootDir")) p.kubelet_root_dir = *d;
 

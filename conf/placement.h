@@ -44,6 +44,7 @@ struct Placement {
     /// kubeconfig for the Node GET; unset: Multus's kubeconfig when it exists; "": no API.
     std::optional<std::string> kubeconfig;
     double node_labels_ttl = 60;                   ///< seconds the API labels are cached
+    double api_timeout = 3;                        ///< apiTimeout: seconds for each step of an API request
     std::optional<Topology> topology;
     std::string kubelet_root_dir = "/var/lib/kubelet";
 };

@@ -178,7 +178,7 @@ contexts:
 current-context: multus-context
 )";
     auto kc = cni::kube::parse_kubeconfig(text, "/etc/cni/net.d/multus.d/multus.kubeconfig");
-    CHECK(kc.server == "https://10.96.0.1:443");   // brackets around IPv4 dropped for libcurl
+    CHECK(kc.server == "https://10.96.0.1:443");   // brackets around IPv4 dropped
     CHECK(kc.ca_pem == "-----BEGIN CERTIFICATE-----\nCA\n");
     CHECK(kc.token == "eyJhbGciOi.x.y");
     CHECK(kc.client_cert_pem.empty());
@@ -307,27 +307,3 @@ current-context: x
     fs::remove_all(dir);
 }
 
-TEST_CASE("kube: a static build loads libcurl only on a node with its own glibc release") {
-    auto dir = fs::temp_directory_path() / ("topocni-libc-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    auto write = [&](const std::string& name, const std::string& text) {
-        std::ofstream(dir / name) << text;
-        return (dir / name).string();
-    };
-    std::string same = write("same.so", std::string(100000, 'x') + "GNU C Library (Debian GLIBC 2.36-9) stable release version 2.36.\n");
-    std::string other = write("other.so", "GNU C Library (GNU libc) stable release version 2.28.\n");
-    std::string none = write("none.so", "not a libc");
-    std::string missing = (dir / "missing.so").string();
-
-    CHECK(cni::kube::glibc_release(same) == "2.36");
-    CHECK(cni::kube::glibc_release(other) == "2.28");
-    CHECK_FALSE(cni::kube::glibc_release(none));
-    CHECK_FALSE(cni::kube::glibc_release(missing));
-
-    CHECK(cni::kube::libcurl_blocker("2.36", {missing, none, same}) == "");
-    std::string why = cni::kube::libcurl_blocker("2.36", {missing, other, same});   // the first banner counts
-    CHECK(why.find("statically linked with glibc 2.36") != std::string::npos);
-    CHECK(why.find(other + " is glibc 2.28") != std::string::npos);
-    CHECK(cni::kube::libcurl_blocker("2.36", {missing, none}).find("found no glibc") != std::string::npos);
-    fs::remove_all(dir);
-}
