@@ -39,19 +39,33 @@ class Packaging(unittest.TestCase):
         info = subprocess.run(["dpkg-deb", "-f", os.path.join(self.build, debs[0]), "Package", "Depends",
                                "Recommends"], capture_output=True, text=True).stdout
         self.assertIn("Package: topocni", info)
-        # Static: nothing to depend on; libcurl only for node labels from the Kubernetes API.
+        # Static, TLS and the resolver included: nothing to depend on or recommend.
         self.assertNotIn("Depends:", info)
-        self.assertIn("Recommends: libcurl4", info)
-        self.assertFalse(has_interpreter(binary), "the installed binary asks for a dynamic loader")
+        self.assertNotIn("Recommends:", info)
+        self.assertFalse(program_header(binary, 3), "the installed binary asks for a dynamic loader (PT_INTERP)")
+        self.assertFalse(program_header(binary, 2), "the installed binary has a dynamic section (NEEDED)")
+
+    def test_the_release_binary_runs_in_a_root_with_nothing_but_itself(self):
+        root = os.path.join(self.tmp, "chroot")
+        os.makedirs(root)
+        subprocess.run(["cp", os.path.join(self.build, "topocni"), root], check=True)
+        v = subprocess.run(["/usr/sbin/chroot", root, "/topocni", "version"], capture_output=True, text=True)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertIn("1.1.0", v.stdout)
+        out = subprocess.run(["/usr/sbin/chroot", root, "/topocni"], input='{"cniVersion": "1.0.0"}', capture_output=True,
+                             text=True, env={"CNI_COMMAND": "VERSION"})
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn('"supportedVersions"', out.stdout)
 
 
-def has_interpreter(path):
-    """Whether an ELF64 file has a PT_INTERP program header, i.e. needs ld.so to start."""
+def program_header(path, kind):
+    """Whether an ELF64 file has a program header of `kind`: 3 is PT_INTERP (it needs ld.so
+    to start), 2 is PT_DYNAMIC (where NEEDED entries would be)."""
     with open(path, "rb") as f:
         head = f.read(1 << 16)
     phoff = struct.unpack_from("<Q", head, 0x20)[0]
     phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
-    return any(struct.unpack_from("<I", head, phoff + i * phentsize)[0] == 3 for i in range(phnum))
+    return any(struct.unpack_from("<I", head, phoff + i * phentsize)[0] == kind for i in range(phnum))
 
 
 if __name__ == "__main__":
