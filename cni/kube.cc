@@ -276,7 +276,10 @@ Kubeconfig load_kubeconfig(const std::string& path) {
     return parse_kubeconfig(read_whole("kubeconfig", path), path);
 }
 
-Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chrono::milliseconds timeout) {
+namespace {
+
+/// GET `path` from the API server; the status as is, or code 7/11 for what failed on the way.
+https::Response api_get(const Kubeconfig& kc, const std::string& path, std::chrono::milliseconds timeout) {
     https::Headers headers = {{"Accept", "application/json"}};
     // A projected service-account token rotates: read it for every request.
     std::string token = kc.token;
@@ -286,34 +289,43 @@ Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chr
     if (kc.insecure)
         log::warn("kubeconfig '" + kc.path + "' sets insecure-skip-tls-verify: the API server at " + kc.server +
                   " is not verified");
-
-    std::string url = kc.server + "/api/v1/nodes/" + url_escape(node);
-    std::string where = "GET " + url;
-    https::Response r;
     try {
-        r = https::get(url, headers, tls, timeout, kMaxResponse);
+        return https::get(kc.server + path, headers, tls, timeout, kMaxResponse);
     } catch (const Error& e) {
         if (e.code == kTryAgainLater) throw Error(kTryAgainLater, std::string("Kubernetes API unreachable: ") + e.what());
         throw Error(e.code, "kubeconfig '" + kc.path + "': " + e.what());
     }
+}
+
+/// Code 7 or 11 for an answer that is not 200; `what` names the object ("node 'w1'").
+void require_ok(const Kubeconfig& kc, const https::Response& r, const std::string& where, const std::string& what,
+                const std::string& resource) {
+    if (r.status == 200) return;
     std::string code = "HTTP " + std::to_string(r.status);
     std::string who = "kubeconfig '" + kc.path + "'" + (kc.user.empty() ? "" : " (user '" + kc.user + "')");
     if (r.status == 401)
         throw Error(kInvalidConfig, who + ": the API server refused the credentials (" + code + "): " +
                                         status_message(r.body));
     if (r.status == 403)
-        throw Error(kInvalidConfig, who + ": not allowed to get node '" + node + "' (" + code + "): " +
-                                        status_message(r.body) +
-                                        "; topocni needs \"get\" on \"nodes\" (and on \"pods\" to find its node): "
-                                        "see examples/rbac.yaml");
-    if (r.status == 404)
-        throw Error(kInvalidConfig, "nodeName: node '" + node + "' not found by the API server at " + kc.server + " (" +
-                                        code + "); the name is " + kc.node_source +
-                                        ": set nodeName to the Node's name if it differs");
+        throw Error(kInvalidConfig, who + ": not allowed to get " + what + " (" + code + "): " + status_message(r.body) +
+                                        "; topocni needs \"get\" on \"" + resource +
+                                        "\" (it uses get on nodes and pods, nothing else): see examples/rbac.yaml");
     if (r.status == 429 || r.status >= 500)
         throw Error(kTryAgainLater, "Kubernetes API: " + where + ": " + code + ": " + status_message(r.body));
-    if (r.status != 200)
-        throw Error(kInvalidConfig, "Kubernetes API: " + where + ": " + code + ": " + status_message(r.body));
+    throw Error(kInvalidConfig, "Kubernetes API: " + where + ": " + code + ": " + status_message(r.body));
+}
+
+}  // namespace
+
+Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chrono::milliseconds timeout) {
+    std::string path = "/api/v1/nodes/" + url_escape(node);
+    std::string where = "GET " + kc.server + path;
+    https::Response r = api_get(kc, path, timeout);
+    if (r.status == 404)
+        throw Error(kInvalidConfig, "nodeName: node '" + node + "' not found by the API server at " + kc.server +
+                                        " (HTTP 404); the name is " + kc.node_source +
+                                        ": set nodeName to the Node's name if it differs");
+    require_ok(kc, r, where, "node '" + node + "'", "nodes");
     const std::string& body = r.body;
     auto j = json::parse(body, nullptr, false);
     if (!j.is_object() || !j.contains("metadata") || !j["metadata"].is_object())
@@ -324,6 +336,31 @@ Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chr
         for (auto it = md["labels"].begin(); it != md["labels"].end(); ++it)
             if (it->is_string()) out[it.key()] = it->get<std::string>();
     return out;
+}
+
+std::string pod_node_name(const Kubeconfig& kc, const std::string& ns, const std::string& pod, const CacheOptions& opt) {
+    // Cached without a lock: two ADDs asking at once both ask the API, and write the same.
+    std::string file = opt.state_dir + "/node-labels/.pod-node.json";
+    auto cached = read_cache(file);
+    if (cached && str_member(*cached, "server") == kc.server && cached->contains("fetchedAt") &&
+        (*cached)["fetchedAt"].is_number()) {
+        double age = now_seconds() - (*cached)["fetchedAt"].get<double>();
+        std::string node = str_member(*cached, "node");
+        if (age >= 0 && age < opt.ttl_seconds && !node.empty()) return node;
+    }
+    std::string path = "/api/v1/namespaces/" + url_escape(ns) + "/pods/" + url_escape(pod);
+    https::Response r = api_get(kc, path, opt.timeout);
+    require_ok(kc, r, "GET " + kc.server + path, "pod '" + ns + "/" + pod + "'", "pods");
+    auto j = json::parse(r.body, nullptr, false);
+    std::string node;
+    if (j.is_object() && j.contains("spec") && j["spec"].is_object()) node = str_member(j["spec"], "nodeName");
+    if (node.empty())
+        throw Error(kTryAgainLater, "Kubernetes API: pod '" + ns + "/" + pod + "' has no spec.nodeName (not scheduled?)");
+    if (opt.write) {
+        ipam::fs::mkdir_p(opt.state_dir + "/node-labels", 0700);
+        write_cache(file, {{"server", kc.server}, {"node", node}, {"fetchedAt", now_seconds()}});
+    }
+    return node;
 }
 
 Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const CacheOptions& opt) {

@@ -10,7 +10,11 @@
 
 namespace cni::kube {
 
-/// Where Multus writes its kubeconfig; used when the config has no "kubeconfig" key.
+/// What examples/daemonset.yaml writes (with a token file and the CA beside it), for the
+/// permissions of examples/rbac.yaml; the default when the config has no "kubeconfig".
+inline constexpr const char* kTopocniKubeconfig = "/etc/cni/net.d/topocni.d/topocni.kubeconfig";
+/// Where Multus writes its kubeconfig; the default when topocni's own does not exist.
+/// Multus's stock ClusterRole has no "get nodes": expect code 7 naming examples/rbac.yaml.
 inline constexpr const char* kMultusKubeconfig = "/etc/cni/net.d/multus.d/multus.kubeconfig";
 
 /// What one GET needs, taken from the kubeconfig's current context.
@@ -47,6 +51,11 @@ struct CacheOptions {
     bool write = true;                    ///< false: read a fresh cache, never write (explain)
     std::chrono::milliseconds timeout{3000};   ///< apiTimeout
 };
+
+/// The name of the node a pod was scheduled to (its spec.nodeName): GET
+/// /api/v1/namespaces/<ns>/pods/<pod>, remembered under stateDir for the TTL (a node's
+/// name does not change), so a storm of ADDs asks once. Code 7 or 11 as fetch_node_labels.
+std::string pod_node_name(const Kubeconfig& kc, const std::string& ns, const std::string& pod, const CacheOptions& opt);
 
 /// The node's labels through the cache: a fresh entry (same server, younger than the
 /// TTL) is used as is; otherwise one process at a time fetches and rewrites the entry

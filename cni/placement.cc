@@ -56,6 +56,13 @@ std::string node_name(const conf::Placement& p) {
     return n;
 }
 
+bool valid_node_name(const std::string& n) {
+    bool ok = !n.empty() && n.size() <= 253 && n.front() != '.' && n.front() != '-';
+    for (char ch : n) ok = ok && (std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) ||
+                                  ch == '-' || ch == '.');
+    return ok;
+}
+
 Labels read_labels_file(const std::string& path) {
     auto text = state::read_file(path);   // code 5 when unreadable
     if (!text)
@@ -66,30 +73,51 @@ Labels read_labels_file(const std::string& path) {
 struct NodeLabels {
     Labels labels;
     std::string sources;   ///< "file '/x' and the API at https://..."
+    std::string node;      ///< the node whose labels these are
+    std::string node_source = "the config's nodeName";
 };
 
 /// Labels from nodeLabelsFile and/or the API (both merged, the file's win); explain's
 /// --node-labels replaces both.
-NodeLabels node_labels(const conf::NetConf& c, const std::string& node, const EvalOptions& opt) {
+NodeLabels node_labels(const conf::NetConf& c, std::string node, const PodInfo& pod, const EvalOptions& opt) {
     const conf::Placement& p = *c.placement;
     NodeLabels out;
+    out.node = node;
     if (!opt.node_labels_file.empty()) {
         out.labels = read_labels_file(opt.node_labels_file);
         out.sources = "file '" + opt.node_labels_file + "'";
         return out;
     }
-    std::string kubeconfig = p.kubeconfig.value_or(exists(kube::kMultusKubeconfig) ? kube::kMultusKubeconfig : "");
+    std::string kubeconfig = p.kubeconfig.value_or(exists(kube::kTopocniKubeconfig) ? kube::kTopocniKubeconfig
+                                                   : exists(kube::kMultusKubeconfig)  ? kube::kMultusKubeconfig
+                                                                                      : "");
     if (kubeconfig.empty() && !p.node_labels_file)
         throw Error(kInvalidConfig, std::string("nodeSelector: no source of node labels: set nodeLabelsFile or "
-                                                "kubeconfig (Multus's '") +
-                                        kube::kMultusKubeconfig + "' does not exist)");
+                                                "kubeconfig (neither '") +
+                                        kube::kTopocniKubeconfig + "' nor Multus's '" + kube::kMultusKubeconfig +
+                                        "' exists; examples/daemonset.yaml writes the first)");
     if (!kubeconfig.empty()) {
         auto kc = kube::load_kubeconfig(kubeconfig);
+        kube::CacheOptions cache{c.state_dir, p.node_labels_ttl, opt.write_cache,
+                                 std::chrono::milliseconds(static_cast<long long>(p.api_timeout * 1000))};
+        // A NAD is cluster-wide, so nodeName rarely fits every node, and the host name is
+        // often not the Node's (cloud FQDNs, --hostname-override): the pod knows its node.
         kc.node_source = p.node_name ? "the config's nodeName" : "this host's name, lower-cased as kubelet does";
+        if (!p.node_name && !pod.pod_namespace.empty() && !pod.pod_name.empty()) {
+            try {
+                std::string n = kube::pod_node_name(kc, pod.pod_namespace, pod.pod_name, cache);
+                if (!valid_node_name(n)) throw Error(kInvalidConfig, "spec.nodeName '" + n + "' is no node name");
+                node = n;
+                kc.node_source = "spec.nodeName of pod " + pod.pod_namespace + "/" + pod.pod_name;
+            } catch (const Error& e) {
+                log::warn(std::string("node name from the pod: ") + e.what() + "; using " + kc.node_source + " '" + node + "'");
+            }
+        }
+        out.node = node;
+        out.node_source = kc.node_source;
+        log::info("node labels of '" + node + "' (" + kc.node_source + ") from " + kc.server);
         try {
-            out.labels = kube::cached_node_labels(
-                kc, node, {c.state_dir, p.node_labels_ttl, opt.write_cache,
-                           std::chrono::milliseconds(static_cast<long long>(p.api_timeout * 1000))});
+            out.labels = kube::cached_node_labels(kc, node, cache);
             out.sources = "the API at " + kc.server;
         } catch (const Error& e) {
             // With a local file there is still something to decide on.
@@ -106,10 +134,10 @@ NodeLabels node_labels(const conf::NetConf& c, const std::string& node, const Ev
     return out;
 }
 
-Verdict check_selector(const conf::NetConf& c, const EvalOptions& opt) {
+Verdict check_selector(const conf::NetConf& c, const PodInfo& pod, const EvalOptions& opt) {
     const auto& sel = *c.placement->node_selector;
-    std::string node = node_name(*c.placement);
-    NodeLabels nl = node_labels(c, node, opt);
+    NodeLabels nl = node_labels(c, node_name(*c.placement), pod, opt);
+    const std::string& node = nl.node;
     std::string matched, failed;
     for (auto& r : sel.requirements) {
         std::string has = evidence(r, nl.labels);
@@ -420,7 +448,7 @@ std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const PodInfo& p
     std::vector<Verdict> out;
     if (!c.placement) return out;
     const conf::Placement& p = *c.placement;
-    if (p.node_selector) run(out, "nodeSelector", opt, [&] { return check_selector(c, opt); });
+    if (p.node_selector) run(out, "nodeSelector", opt, [&] { return check_selector(c, pod, opt); });
     if (!p.topology) return out;
     const conf::Topology& t = *p.topology;
 
@@ -442,7 +470,8 @@ std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const PodInfo& p
 void check_placement(Context& ctx) {
     const conf::NetConf& c = ctx.conf;
     if (!c.placement) return;
-    PodInfo pod{ctx.env.args.pod_uid, ctx.env.container_id, ctx.env.ifname, ctx.pod};
+    PodInfo pod{ctx.env.args.pod_uid, ctx.env.container_id, ctx.env.ifname, ctx.pod, ctx.env.args.pod_namespace,
+                ctx.env.args.pod_name};
     std::string names, details;
     for (auto& v : evaluate_placement(c, pod)) {
         if (!v.pass) {

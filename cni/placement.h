@@ -14,6 +14,7 @@ struct PodInfo {
     std::string uid;                        ///< K8S_POD_UID; empty when unknown
     std::string container_id, ifname;       ///< the attachment itself, which CHECK must not count
     const netns::Handle* netns = nullptr;   ///< the pod netns, when known
+    std::string pod_namespace, pod_name;    ///< K8S_POD_NAMESPACE, K8S_POD_NAME: the API tells its node
 };
 
 /// The outcome of one constraint.
