@@ -34,10 +34,11 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
         NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
         Rollback undo;
         undo.add("network directory", [&] { gc_guard.release_created(); });
-        write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr});
+        const auto config = record_config(c.raw);
+        write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr, 0, config});
         undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
         auto out = meta_run(env, c);
-        write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, *out});
+        write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, *out, 0, config});
         undo.dismiss();
         return out;
     }
@@ -53,7 +54,8 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     // Runs last: the directories this ADD created go when nothing else is in them.
     undo.add("network directory", [&] { gc_guard.release_created(); });
     // The record goes first: if we die anywhere below, GC finds the attachment by it.
-    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr});
+    const auto config = record_config(c.raw);
+    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr, 0, config});
     undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
     Result ipam = ipam_add(env, c, undo);
     failpoint("after-ipam");
@@ -64,7 +66,7 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
 
     auto out = result_to_json(result, c.cni_version);
     failpoint("before-result");
-    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, out});
+    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, out, 0, config});
     undo.dismiss();
     return out;
 }

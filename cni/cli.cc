@@ -28,13 +28,15 @@ int main(int argc, char** argv) {
                "  topocni exec add --config /etc/cni/net.d/10-sriov.conf --netns /run/netns/test\n"
                "  topocni explain --config nad.json --pod-uid 0b5f...\n"
                "  topocni ipam list --network sriov-net\n"
-               "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni");
+               "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni\n"
+               "  topocni collect --dry-run");
     int status = 0;
     add_version(app, status);
     add_exec(app, status);
     add_ipam(app, status);
     add_node_report(app, status);
     add_explain(app, status);
+    add_collect(app, status);
     // CLI11 reads an unknown first word as a stray positional and only says that a
     // subcommand is required; name the word and the subcommands instead.
     if (argc >= 2 && argv[1][0] != '-') {

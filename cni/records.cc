@@ -39,11 +39,18 @@ std::optional<Record> parse(const std::string& text) {
     r.netns = j.value("netns", "");
     r.completed_ns = j.value("completedBoottimeNs", int64_t{0});
     if (j.contains("result")) r.result = j["result"];
+    if (j.contains("config") && j["config"].is_object()) r.config = j["config"];
     if (r.container_id.empty() || r.ifname.empty()) return std::nullopt;
     return r;
 }
 
 }  // namespace
+
+nlohmann::json record_config(const nlohmann::json& raw) {
+    nlohmann::json c = raw;
+    for (const char* key : {"prevResult", "cni.dev/valid-attachments", "cni.dev/attachments"}) c.erase(key);
+    return c;
+}
 
 std::string records_dir(const std::string& state_dir, const std::string& network) {
     return state_dir + "/attachments/" + network;
@@ -60,6 +67,7 @@ void write_record(const std::string& state_dir, const Record& r) {
     nlohmann::json j = {{"network", r.network}, {"containerID", r.container_id}, {"ifname", r.ifname},
                         {"netns", r.netns}, {"result", r.result}};
     if (!r.result.is_null()) j["completedBoottimeNs"] = boottime_ns();
+    if (!r.config.is_null()) j["config"] = r.config;
     std::string final_path = file_for(state_dir, r.network, r.container_id, r.ifname);
     std::string text = j.dump();
     // A record of less than a page is written in place with one write() at offset 0: a

@@ -17,7 +17,12 @@ struct Record {
     std::string network, container_id, ifname, netns;
     nlohmann::json result;          ///< the ADD result as printed
     int64_t completed_ns = 0;       ///< CLOCK_BOOTTIME when ADD finished (0: intent only, in flight or died)
+    nlohmann::json config;          ///< the network config ADD ran with (record_config()): what `topocni collect` DELs with
 };
+
+/// The config as kept in a record: all of it but what belongs to one call (prevResult,
+/// GC's list), so that a DEL can be run later without the runtime.
+nlohmann::json record_config(const nlohmann::json& raw);
 
 /// CLOCK_BOOTTIME now, in ns (the clock process start times are kept in).
 int64_t boottime_ns();

@@ -5,6 +5,7 @@ the README lists (cnitest.BOOKKEEPING), plus the links of the node and pod netns
 import json
 import os
 import subprocess
+import time
 
 from cnitest import BIN, REF_DIR, NetnsTestCase, main, sh
 from fakesysfs import FakeSysfs
@@ -118,6 +119,44 @@ class Promises(NetnsTestCase):
                 gc = dict(conf, **{"cni.dev/valid-attachments": []})
                 self.assertOk(self.run_plugin("GC", gc, container_id="", ifname=""))
                 self.assertOnlyBookkeepingLeft(before, kind)
+
+    def test_collect_deletes_every_kind_whose_pod_netns_is_gone_and_keeps_the_rest(self):
+        for kind in ("veth", "veth in a bridge", "macvlan", "sriov with ipam", "sriov dpdk", "meta-plugin (ptp)"):
+            with self.subTest(kind=kind):
+                conf = self.kinds()[kind]
+                live, live_path = self.make_pod()
+                if kind.startswith("sriov"):   # the live pod gets the other VF
+                    live_conf = dict(conf, deviceID=VF1 if "dpdk" not in kind else VF0)
+                else:
+                    live_conf = conf
+                self.assertOk(self.run_plugin("ADD", live_conf, container_id="live", netns=live_path, ifname="net1"))
+                with_live = self.files()
+                node_links = self.link_state(self.node)
+                dead, dead_path = self.make_pod()
+                self.assertOk(self.run_plugin("ADD", conf, container_id="dead", netns=dead_path, ifname="net1"))
+                self.delete_pod(kind, dead)
+                collect = [BIN, "collect", "--state-dir", self.state_dir, "--cni-path", REF_DIR]
+                p = subprocess.run(["nsenter", f"--net=/run/netns/{self.node}"] + collect + ["--dry-run"],
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("would delete", p.stdout)
+                self.assertIn("dead/net1", p.stdout)
+                p = subprocess.run(["nsenter", f"--net=/run/netns/{self.node}"] + collect, capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.assertIn("1 attachment(s) collected, 1 still in use", p.stdout)
+                if kind == "sriov with ipam":   # what sysfs shows once the VF has its name back
+                    self.fake.rename_netdev(VF0, "back0", self.vf0)
+                self.assertOnlyBookkeepingLeft(with_live, f"{kind}: after collect")
+                want = {l[0] for l in node_links} - {"back0"}
+                for _ in range(30):   # a deleted netns takes its veth peers with it a moment later
+                    now = {l[0] for l in self.link_state(self.node)} - {"back0"}
+                    if now == want:
+                        break
+                    time.sleep(0.1)
+                self.assertEqual(now, want, f"{kind}: node links")
+                self.assertIn("net1", self.links(live))
+                self.assertOk(self.run_plugin("DEL", live_conf, container_id="live", netns=live_path, ifname="net1"))
+                self.remove_netns(live)
 
     # --- 2. a refused ADD changes nothing, whatever refuses it ---
     def test_refused_sriov_adds_change_nothing_on_a_fresh_node(self):
