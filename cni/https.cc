@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <algorithm>
 #include <optional>
 
 #include "cni/error.h"
@@ -111,7 +112,8 @@ void configure(ssl::context& ctx, const Tls& tls, std::string& ca_source) {
 
 template <class Stream>
 Response exchange(net::io_context& ioc, Stream& stream, const Url& u, const Headers& headers,
-                  std::chrono::milliseconds timeout, size_t max_body, const std::string& where) {
+                  std::chrono::milliseconds left, std::chrono::milliseconds timeout, size_t max_body,
+                  const std::string& where) {
     http::request<http::empty_body> req{http::verb::get, u.target, 11};
     req.set(http::field::host, u.port == (u.tls ? "443" : "80") ? u.host : u.host + ":" + u.port);
     req.set(http::field::user_agent, "topocni/" TOPOCNI_VERSION);
@@ -133,7 +135,7 @@ Response exchange(net::io_context& ioc, Stream& stream, const Url& u, const Head
         });
     });
     ioc.restart();
-    ioc.run_for(timeout);
+    ioc.run_for(left);
     if (!done)
         throw Error(kTryAgainLater, where + ": no complete answer within " + std::to_string(timeout.count()) + " ms");
     if (result == http::error::body_limit)
@@ -150,7 +152,13 @@ Response get(const std::string& url, const Headers& headers, const Tls& tls, std
              size_t max_body) {
     Url u = parse_url(url);
     std::string where = "GET " + url;
-    auto addrs = resolve::addresses(u.host, timeout);
+    // One deadline for the whole request; each step gets what is left of it.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto left = [&] {
+        return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                          deadline - std::chrono::steady_clock::now()));
+    };
+    auto addrs = resolve::addresses(u.host, left());
     std::vector<tcp::endpoint> endpoints;
     for (auto& a : addrs) endpoints.emplace_back(net::ip::make_address(a), static_cast<unsigned short>(std::stoi(u.port)));
 
@@ -162,14 +170,14 @@ Response get(const std::string& url, const Headers& headers, const Tls& tls, std
         cerr = ec;
         connected = true;
     });
-    ioc.run_for(timeout);
+    ioc.run_for(left());
     std::string addr_list;
     for (auto& a : addrs) addr_list += (addr_list.empty() ? "" : ", ") + a;
     if (!connected)
         throw Error(kTryAgainLater, where + ": no connection to " + u.host + " (" + addr_list + ") within " +
                                         std::to_string(timeout.count()) + " ms");
     if (cerr) throw Error(kTryAgainLater, where + ": cannot connect to " + u.host + " (" + addr_list + "): " + cerr.message());
-    if (!u.tls) return exchange(ioc, tcp_stream, u, headers, timeout, max_body, where);
+    if (!u.tls) return exchange(ioc, tcp_stream, u, headers, left(), timeout, max_body, where);
 
     static const bool init = OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;   // no openssl.cnf
     if (!init) fail_internal("cannot initialise OpenSSL: " + openssl_error());
@@ -194,7 +202,7 @@ Response get(const std::string& url, const Headers& headers, const Tls& tls, std
         shaken = true;
     });
     ioc.restart();
-    ioc.run_for(timeout);
+    ioc.run_for(left());
     if (!shaken) throw Error(kTryAgainLater, where + ": no TLS handshake within " + std::to_string(timeout.count()) + " ms");
     if (herr) {
         long v = SSL_get_verify_result(s);
@@ -203,7 +211,7 @@ Response get(const std::string& url, const Headers& headers, const Tls& tls, std
                                             ca_source + ": " + X509_verify_cert_error_string(v));
         throw Error(kTryAgainLater, where + ": TLS handshake failed: " + herr.message());
     }
-    return exchange(ioc, stream, u, headers, timeout, max_body, where);
+    return exchange(ioc, stream, u, headers, left(), timeout, max_body, where);
 }
 
 }  // namespace cni::https

@@ -25,7 +25,8 @@ struct Response {
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 /// GET `url` (http:// or https://, host a name, an IPv4 or a [IPv6] literal). `timeout`
-/// bounds name resolution, the connection and the whole exchange, each. Unreachable,
+/// bounds the whole request: name resolution, the connection, the TLS handshake and the
+/// exchange each get what is left of it. Unreachable,
 /// timed out, reset or truncated: code 11. A server certificate that does not verify, a
 /// bad client certificate or URL: code 7. A body over `max_body` bytes: code 11.
 Response get(const std::string& url, const Headers& headers, const Tls& tls, std::chrono::milliseconds timeout,
