@@ -121,8 +121,10 @@ class Podman(RuntimeCase):
     def podman(self, *args, check=True):
         env = dict(os.environ, CONTAINERS_CONF=self.conf_path, CONTAINERS_STORAGE_CONF=self.storage_path)
         env.pop("CNI_COMMAND", None)
-        p = subprocess.run(["nsenter", f"--net=/run/netns/{self.node}", "podman"] + list(args),
-                           capture_output=True, text=True, env=env, timeout=180)
+        # libcni keeps its result cache in /var/lib/cni/results: give podman a private, empty /var/lib.
+        script = 'mount --make-rprivate / && mount -t tmpfs none /var/lib && exec podman "$@"'
+        p = subprocess.run(["nsenter", f"--net=/run/netns/{self.node}", "unshare", "-m", "sh", "-c", script, "podman"]
+                           + list(args), capture_output=True, text=True, env=env, timeout=180)
         if check and p.returncode != 0:
             raise AssertionError(f"podman {' '.join(args)} failed ({p.returncode}): {p.stderr}")
         return p
@@ -215,7 +217,9 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.a
 mount --make-rprivate /
 # containerd's shim sockets and runc state go to /run/containerd: keep them private.
 mount -t tmpfs none /run
-mkdir -p /etc/cni/net.d /opt/cni/bin
+# libcni keeps its result cache in /var/lib/cni/results: private, empty /var/lib.
+mount -t tmpfs none /var/lib
+mkdir -p /etc/cni/net.d   # podman's package ships it; /opt/cni/bin is made inside a tmpfs below
 mount --bind {net_d} /etc/cni/net.d
 mount -t tmpfs none /opt
 mkdir -p /opt/cni/bin && mount --bind {cni_bin} /opt/cni/bin
