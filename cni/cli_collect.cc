@@ -8,6 +8,9 @@
 #include <CLI/CLI.hpp>
 
 #include <dirent.h>
+#include <sys/stat.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <cstdlib>
@@ -62,12 +65,51 @@ Env del_env(const Record& r, const CollectOptions& o) {
     return env;
 }
 
+/// Why this process cannot judge netns paths as the runtime that gave them, or "".
+/// "Gone" must mean gone on the node: in a container without the node's PID namespace
+/// every /proc/<pid>/ns/net path looks missing.
+std::string not_on_the_node() {
+    constexpr ino_t kInitialPidNs = 0xEFFFFFFCU;   // PROC_PID_INIT_INO: the kernel's own
+    struct stat self_pid;
+    if (::stat("/proc/self/ns/pid", &self_pid) != 0 || self_pid.st_ino != kInitialPidNs)
+        return "this process is not in the node's PID namespace";
+    return "";
+}
+
+enum class Owner { Alive, Gone, Unknown };
+
+/// Gone only when the path does not exist while its directory does. A path that exists
+/// but is no namespace (a bind mount that did not propagate into this mount namespace),
+/// or whose directory is not there at all (not mounted here), proves nothing.
+Owner owner_of(const Record& r) {
+    if (netns_exists(r.netns)) return Owner::Alive;
+    struct stat st;
+    if (r.netns.empty() || r.netns[0] != '/' || ::stat(r.netns.c_str(), &st) == 0 || errno != ENOENT)
+        return Owner::Unknown;
+    std::string dir = r.netns.substr(0, r.netns.rfind('/'));
+    if (r.netns.rfind("/proc/", 0) == 0) dir = "/proc/self";   // /proc/<pid> goes with its process
+    if (dir.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Owner::Unknown;
+    return Owner::Gone;
+}
+
 int collect(const CollectOptions& o) {
+    if (auto why = not_on_the_node(); !why.empty()) {
+        std::fprintf(stderr,
+                     "topocni collect: %s, so a pod netns path that looks gone may not be: refusing to delete "
+                     "anything. Run it on the node (hostPID, then nsenter -t 1 -m; see examples/daemonset.yaml)\n",
+                     why.c_str());
+        return 2;
+    }
     int collected = 0, failed = 0, kept = 0;
     for (auto& net : networks(o.state_dir)) {
         for (auto& r : list_records(o.state_dir, net)) {
             std::string who = net + " " + r.container_id + "/" + r.ifname;
-            if (netns_exists(r.netns)) {
+            Owner owner = owner_of(r);
+            if (owner == Owner::Unknown)
+                std::printf("kept %s: cannot tell whether netns '%s' is gone (no namespace, or its directory "
+                            "not mounted, in this mount namespace)\n",
+                            who.c_str(), r.netns.c_str());
+            if (owner != Owner::Gone) {
                 ++kept;
                 continue;
             }

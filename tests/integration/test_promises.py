@@ -158,6 +158,34 @@ class Promises(NetnsTestCase):
                 self.assertOk(self.run_plugin("DEL", live_conf, container_id="live", netns=live_path, ifname="net1"))
                 self.remove_netns(live)
 
+    def test_collect_deletes_nothing_it_cannot_judge(self):
+        conf = self.kinds()["veth"]
+        pod, path = self.make_pod()
+        self.assertOk(self.run_plugin("ADD", conf, container_id="alive", netns=path, ifname="net1"))
+        collect = [BIN, "collect", "--state-dir", self.state_dir, "--cni-path", REF_DIR]
+        # In another PID namespace, /proc/<pid>/ns/net paths of the node would all look gone.
+        p = subprocess.run(["unshare", "-p", "-f", "--mount-proc"] + collect, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("not in the node's PID namespace", p.stderr)
+        # A netns path that exists but is no namespace (a bind mount that did not propagate
+        # into a container) is kept, and so is one whose directory is not there at all.
+        for cid, netns in (("unpropagated", os.path.join(self.tmp, "netns-file")), ("unmounted", "/no/such/dir/ns")):
+            open(os.path.join(self.tmp, "netns-file"), "w").close()
+            pod2, path2 = self.make_pod()
+            self.assertOk(self.run_plugin("ADD", conf, container_id=cid, netns=path2, ifname="net1"))
+            rec = os.path.join(self.state_dir, "attachments", conf["name"], f"{cid}_net1.json")
+            with open(rec) as f:
+                j = json.load(f)
+            j["netns"] = netns
+            with open(rec, "w") as f:
+                json.dump(j, f)
+        p = subprocess.run(["nsenter", f"--net=/run/netns/{self.node}"] + collect, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("0 attachment(s) collected, 3 still in use", p.stdout)
+        self.assertIn("kept " + conf["name"] + " unpropagated/net1: cannot tell", p.stdout)
+        self.assertIn("kept " + conf["name"] + " unmounted/net1: cannot tell", p.stdout)
+        self.assertIn("net1", self.links(pod))
+
     # --- 2. a refused ADD changes nothing, whatever refuses it ---
     def test_refused_sriov_adds_change_nothing_on_a_fresh_node(self):
         c = lambda device=VF0, **kw: self.conf(attachment="sriov", deviceID=device, sysfsRoot=self.sysfs, **kw)
