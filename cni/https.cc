@@ -17,6 +17,10 @@
 #include "cni/error.h"
 #include "cni/resolve.h"
 
+// Set before OpenSSL is initialised: the static binary's OPENSSL_cpuid_setup waits for it
+// (cni/static_guards.cc). Weak: dynamic builds run OpenSSL's own at start-up instead.
+extern "C" __attribute__((weak)) int topocni_tls_wanted;
+
 namespace cni::https {
 
 namespace {
@@ -179,6 +183,7 @@ Response get(const std::string& url, const Headers& headers, const Tls& tls, std
     if (cerr) throw Error(kTryAgainLater, where + ": cannot connect to " + u.host + " (" + addr_list + "): " + cerr.message());
     if (!u.tls) return exchange(ioc, tcp_stream, u, headers, left(), timeout, max_body, where);
 
+    if (&topocni_tls_wanted) topocni_tls_wanted = 1;
     static const bool init = OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;   // no openssl.cnf
     if (!init) fail_internal("cannot initialise OpenSSL: " + openssl_error());
     ssl::context ctx(ssl::context::tls_client);

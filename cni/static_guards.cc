@@ -26,4 +26,27 @@ int __wrap_getservbyport_r(int, const char*, struct servent*, char*, size_t, str
     return 0;
 }
 
+// OpenSSL runs OPENSSL_cpuid_setup as a constructor of every program it is linked into:
+// about ten CPUID instructions, each a VM exit (5 us here), 0.05 ms on every plugin run,
+// VERSION and DEL included, while only a node-label lookup ever uses TLS. This definition
+// comes before libcrypto.a on the link line, so the library's own is never linked; it
+// does nothing until cni/https.cc sets topocni_tls_wanted, and OPENSSL_init_ssl then
+// calls it (from ossl_init_base) before any cipher is chosen. Same steps as OpenSSL's
+// crypto/cpuid.c (without its OPENSSL_ia32cap override from the environment).
+#if defined(__x86_64__)
+unsigned long long OPENSSL_ia32_cpuid(unsigned int* cap);   // libcrypto's x86_64cpuid.o
+extern unsigned int OPENSSL_ia32cap_P[];
+
+int topocni_tls_wanted = 0;
+
+void OPENSSL_cpuid_setup(void) {
+    static int done = 0;
+    if (done || !topocni_tls_wanted) return;
+    done = 1;
+    unsigned long long vec = OPENSSL_ia32_cpuid(OPENSSL_ia32cap_P);
+    OPENSSL_ia32cap_P[0] = static_cast<unsigned int>(vec) | (1u << 10);
+    OPENSSL_ia32cap_P[1] = static_cast<unsigned int>(vec >> 32);
+}
+#endif
+
 }  // extern "C"
