@@ -144,7 +144,8 @@ Response exchange(net::io_context& ioc, Stream& stream, const Url& u, const Head
         throw Error(kTryAgainLater, where + ": no complete answer within " + std::to_string(timeout.count()) + " ms");
     if (result == http::error::body_limit)
         throw Error(kTryAgainLater, where + ": the answer is larger than " + std::to_string(max_body) + " bytes");
-    if (result == http::error::partial_message || result == net::error::eof)
+    // Without TLS's close_notify (a server or proxy dying mid-answer) Asio says stream_truncated.
+    if (result == http::error::partial_message || result == net::error::eof || result == ssl::error::stream_truncated)
         throw Error(kTryAgainLater, where + ": the server closed the connection before the answer was complete");
     if (result) throw Error(kTryAgainLater, where + ": " + result.message());
     return {static_cast<int>(parser.get().result_int()), parser.get().body()};
