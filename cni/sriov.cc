@@ -199,8 +199,12 @@ public:
         rec.owner = owner_of(ctx);
         rec.applied = wanted_settings(c, rec.original);
         // Multus may have copied the device plugin's file already: then it stays theirs.
-        if (c.sriov->device_info_file && !file_exists(*c.sriov->device_info_file))
+        if (c.sriov->device_info_file && !file_exists(*c.sriov->device_info_file)) {
             rec.device_info_file = c.sriov->device_info_file;
+            // Known before the record is written, so DEL can take them away again.
+            auto slash = rec.device_info_file->rfind('/');
+            rec.device_info_dirs = state::missing_dirs(rec.device_info_file->substr(0, slash ? slash : 1));
+        }
 
         // From here on the node changes: the record goes first, so DEL can always undo.
         auto created = store.write(rec);
@@ -212,8 +216,19 @@ public:
         apply_pf_settings(rec, undo);
         if (rec.device_info_file) {
             auto path = *rec.device_info_file;
-            if (state::create_once(path, device_info_json(rec, tree), 0444, 0755))
-                undo.add("device info " + path, [path] { state::remove_file(path); });
+            auto dirs = rec.device_info_dirs;
+            bool mine = false;
+            try {
+                mine = state::create_once(path, device_info_json(rec, tree), 0444, 0755);
+            } catch (const Error&) {
+                ipam::fs::remove_dirs(dirs);
+                throw;
+            }
+            if (mine)
+                undo.add("device info " + path, [path, dirs] {
+                    state::remove_file(path);
+                    ipam::fs::remove_dirs(dirs);
+                });
         }
 
         if (rec.dpdk) {
@@ -455,7 +470,11 @@ private:
             // The VF itself is gone (sriov_numvfs changed), and with it all there was to restore.
             log::warn("VF " + r.pci + " no longer exists; dropping its state record");
         }
-        if (r.device_info_file) failures.run([&] { state::remove_file(*r.device_info_file); });
+        if (r.device_info_file)
+            failures.run([&] {
+                state::remove_file(*r.device_info_file);
+                ipam::fs::remove_dirs(r.device_info_dirs);   // each only when empty
+            });
         failures.raise("failed to restore VF " + r.pci + " of " + r.owner.str());
         store.remove(r.pci);
         log::info("VF " + r.pci + " restored as '" + (r.dpdk ? std::string("(dpdk)") : r.netdev) + "'");

@@ -124,6 +124,11 @@ bool create_once(const std::string& path, const std::string& data, unsigned mode
     std::string tmp = dir + "/." + path.substr(dir.size() + 1) + ".tmp." + std::to_string(::getpid());
     {
         UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+        if (!fd && errno == ENOENT) {
+            // Another attachment's DEL removed the directory it had created, just now: again.
+            ipam::fs::mkdir_p(dir, dir_mode);
+            fd = UniqueFd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+        }
         if (!fd) fail_io("create", tmp, errno);
         try {
             // The mode is part of the contract (the device-info spec says 0444): not umask's.
@@ -162,6 +167,17 @@ std::optional<std::string> read_file(const std::string& path) {
         out.append(buf, size_t(n));
         if (out.size() > (1u << 20)) throw Error(kIoFailure, "'" + path + "' is larger than 1 MiB");
     }
+}
+
+std::vector<std::string> missing_dirs(const std::string& dir) {
+    std::vector<std::string> out;
+    std::string d = dir;
+    struct stat st;
+    while (!d.empty() && d != "/" && ::stat(d.c_str(), &st) != 0 && errno == ENOENT) {
+        out.insert(out.begin(), d);
+        d = parent_of(d);
+    }
+    return out;
 }
 
 void remove_file(const std::string& path) {
@@ -210,6 +226,7 @@ json to_json(const VfRecord& r) {
     };
     if (!r.dpdk) j["netdev"] = {{"name", r.netdev}, {"mac", r.mac}, {"mtu", r.mtu}, {"up", r.up}};
     if (r.device_info_file) j["deviceInfoFile"] = *r.device_info_file;
+    if (!r.device_info_dirs.empty()) j["deviceInfoDirs"] = r.device_info_dirs;
     return j;
 }
 
@@ -246,6 +263,9 @@ VfRecord vf_record_from_json(const json& j, const std::string& what) {
     if (j.contains("pfOriginal")) r.original = config_from_json(j["pfOriginal"]);
     if (j.contains("pfApplied")) r.applied = config_from_json(j["pfApplied"]);
     if (j.contains("deviceInfoFile") && j["deviceInfoFile"].is_string()) r.device_info_file = j["deviceInfoFile"];
+    if (j.contains("deviceInfoDirs") && j["deviceInfoDirs"].is_array())
+        for (auto& d : j["deviceInfoDirs"])
+            if (d.is_string()) r.device_info_dirs.push_back(d.get<std::string>());
     return r;
 }
 

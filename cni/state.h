@@ -30,6 +30,8 @@ std::optional<std::string> read_file(const std::string& path);
 /// fsync of the directory, which is created (`dir_mode`) when missing. False when the
 /// file already existed.
 bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode);
+/// The directories mkdir -p of `dir` would create now, outermost first.
+std::vector<std::string> missing_dirs(const std::string& dir);
 /// Removes `path` and fsyncs its directory; a missing file is fine.
 void remove_file(const std::string& path);
 
@@ -68,6 +70,7 @@ struct VfRecord {
     netns::vf::VfConfig original; ///< PF-side settings before ADD (what the PF reported)
     netns::vf::VfConfig applied;  ///< PF-side settings ADD changes and DEL restores
     std::optional<std::string> device_info_file;   ///< written by us, removed by DEL
+    std::vector<std::string> device_info_dirs;     ///< its directories ADD created, removed by DEL when empty
 };
 
 nlohmann::json to_json(const VfRecord& r);

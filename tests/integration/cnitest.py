@@ -189,12 +189,6 @@ class NetnsTestCase(unittest.TestCase):
         if bad:
             self.fail(f"{what}: left behind: {bad}")
 
-    def assertDelCleansUp(self, conf, before, what="", **kw):
-        """DEL succeeds and leaves only bookkeeping; a second ADD/DEL pair then leaves the
-        files exactly as the first did (no exclusions at all)."""
-        self.assertOk(self.run_plugin("DEL", conf, **kw))
-        self.assertOnlyBookkeepingLeft(before, what)
-
     # --- looking at the kernel ---
     def links(self, ns):
         return {l["ifname"]: l for l in json.loads(sh("ip", "-j", "-d", "link", "show", ns=ns))}

@@ -1,4 +1,5 @@
-"""Churn and concurrency: thousands of ADD/DEL cycles leave nothing behind, and GC
+"""Churn and concurrency: thousands of ADD/DEL cycles leave nothing behind (no link, no
+route, and of the files under the test's temp dir nothing but named bookkeeping), and GC
 interleaved with ADDs and DELs of one network never releases a live attachment."""
 import concurrent.futures
 import json
@@ -38,6 +39,7 @@ class Churn(NetnsTestCase):
             "macvlan": self.conf(name=f"cm{self.tag}", subnet="10.92.0.0/16", attachment="macvlan",
                                  master=self.master),
         }
+        at_start = self.files()
         # The bridge is shared state that outlives attachments: make it exist in the baseline.
         warm_ns, warm = self.pods[0]
         self.assertOk(self.run_plugin("ADD", confs["bridge"], container_id="warm", netns=warm))
@@ -67,14 +69,11 @@ class Churn(NetnsTestCase):
         self.assertEqual(self.node_state(), before, "the node netns changed")
         for ns, _ in self.pods:
             self.assertEqual(set(self.links(ns)), {"lo"}, f"links left in {ns}")
-        for conf in confs.values():
-            self.assertEqual(self.ipam_files(conf["name"]), [], f"{conf['name']}: reservations left")
-            recs = os.path.join(self.state_dir, "attachments", conf["name"])
-            left = [f for f in os.listdir(recs) if not f.startswith(".")] if os.path.isdir(recs) else []
-            self.assertEqual(left, [], f"{conf['name']}: records left")
+        self.assertOnlyBookkeepingLeft(at_start, f"{CYCLES} ADD/DEL cycles of {', '.join(confs)}")
 
     def test_gc_interleaved_with_adds_and_dels_never_releases_a_live_attachment(self):
         conf = self.conf(subnet="10.93.0.0/16")
+        at_start = self.files()
         started = {}           # cid -> (pod path, ifname) for every ADD begun and not yet fully DEL'd
         done = set()           # ADD completed successfully, not DEL'd
         mu = threading.Lock()
@@ -142,6 +141,7 @@ class Churn(NetnsTestCase):
             self.assertOk(self.run_plugin("DEL", conf, container_id=cid, netns=path, ifname=ifname))
         self.assertEqual(self.ipam_files(conf["name"]), [])
         self.assertEqual(set(self.links(self.node)), {"lo", self.master, f"tc{self.tag}p"[:15]})
+        self.assertOnlyBookkeepingLeft(at_start, "ADDs, DELs and GCs, then DEL of every live attachment")
 
 
 if __name__ == "__main__":

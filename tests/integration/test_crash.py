@@ -1,8 +1,7 @@
 """Crash injection: the plugin is killed (SIGKILL, no cleanup) after each step of ADD.
 Then either DEL, as a runtime would, or only GC with an empty valid list must leave
-nothing behind: no link in either netns, no host route, no IPAM file, no record."""
-import os
-
+nothing behind: no link in either netns, no host route, and of the files under the test's
+temp dir (dataDir, stateDir and their parent) nothing but named bookkeeping."""
 from cnitest import NetnsTestCase, main, sh
 
 POINTS = {
@@ -28,17 +27,16 @@ class CrashInjection(NetnsTestCase):
             return self.conf(bridge=self.bridge, isGateway=True)
         return self.conf(attachment="macvlan", master=self.master)
 
-    def assert_clean(self, pod, conf, what):
+    def assert_clean(self, pod, before, what):
+        """No link or host route is left, and every file and directory new or changed since
+        `before` (taken before the crashed ADD) is named bookkeeping."""
         node_links = set(self.links(self.node)) - {self.bridge}
         self.assertEqual(node_links, self.baseline, f"{what}: links left on the node")
         self.assertEqual(set(self.links(pod)), {"lo"}, f"{what}: links left in the pod")
         routes = [r for fam in ("-4", "-6") for r in self.routes(self.node, fam)
                   if r.get("dev") not in ("lo", self.bridge, self.master, None) and r.get("type") != "local"]
         self.assertEqual(routes, [], f"{what}: host routes left")
-        self.assertEqual(self.ipam_files(conf["name"]), [], f"{what}: IPAM reservations left")
-        recs = os.path.join(self.state_dir, "attachments", conf["name"])
-        left = [f for f in os.listdir(recs) if not f.startswith(".")] if os.path.isdir(recs) else []
-        self.assertEqual(left, [], f"{what}: attachment records left")
+        self.assertOnlyBookkeepingLeft(before, what)
 
     def crash(self, kind, point, cid, path):
         conf = self.conf_for(kind)
@@ -52,9 +50,10 @@ class CrashInjection(NetnsTestCase):
             for point in points:
                 with self.subTest(kind=kind, point=point):
                     pod, path = self.make_pod()
+                    before = self.files()
                     conf = self.crash(kind, point, f"d{kind}", path)
                     self.assertOk(self.run_plugin("DEL", conf, container_id=f"d{kind}", netns=path))
-                    self.assert_clean(pod, conf, f"{kind}/{point} + DEL")
+                    self.assert_clean(pod, before, f"{kind}/{point} + DEL")
                     self.remove_netns(pod)
 
     def test_gc_alone_after_a_crash_at_every_step_leaves_nothing(self):
@@ -62,11 +61,12 @@ class CrashInjection(NetnsTestCase):
             for point in points:
                 with self.subTest(kind=kind, point=point):
                     pod, path = self.make_pod()
+                    before = self.files()
                     conf = self.crash(kind, point, f"g{kind}", path)
                     gc = dict(conf)
                     gc["cni.dev/valid-attachments"] = []
                     self.assertOk(self.run_plugin("GC", gc))
-                    self.assert_clean(pod, conf, f"{kind}/{point} + GC")
+                    self.assert_clean(pod, before, f"{kind}/{point} + GC")
                     self.remove_netns(pod)
 
 

@@ -366,9 +366,7 @@ class KubeconfigScriptWithTopocni(NetnsTestCase):
 
     def tearDown(self):
         if self.api:
-            self.api.stop()
-            self.api.proc.stdout.close()
-            self.api.proc.stderr.close()
+            self.api.stop()   # also closes its pipes
         super().tearDown()
 
     def write(self, token, host, port):

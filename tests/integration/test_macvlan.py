@@ -15,6 +15,7 @@ class Macvlan(NetnsTestCase):
     def test_two_pods_in_bridge_mode_reach_each_other(self):
         conf = self.conf(attachment="macvlan", master=self.master)
         pods = [self.make_pod() for _ in range(2)]
+        before = self.files()
         results = []
         for i, (ns, path) in enumerate(pods):
             out = self.run_plugin("ADD", conf, container_id=f"mv{i}", netns=path)
@@ -34,10 +35,12 @@ class Macvlan(NetnsTestCase):
             self.assertOk(self.run_plugin("DEL", conf, container_id=f"mv{i}", netns=path))
             self.assertEqual(set(self.links(ns)), {"lo"})
         self.assertEqual(self.ipam_files(conf["name"]), [])
+        self.assertOnlyBookkeepingLeft(before, "two pods, after DEL, DEL")
 
     def test_private_mode_stops_pods_on_one_master_from_reaching_each_other(self):
         conf = self.conf(attachment="macvlan", master=self.master, mode="private")
         pods = [self.make_pod() for _ in range(2)]
+        before = self.files()
         ips = []
         for i, (ns, path) in enumerate(pods):
             out = self.run_plugin("ADD", conf, container_id=f"pv{i}", netns=path)
@@ -47,11 +50,13 @@ class Macvlan(NetnsTestCase):
         for i, (ns, path) in enumerate(pods):
             self.assertOk(self.run_plugin("DEL", conf, container_id=f"pv{i}", netns=path))
         self.assertEqual(self.ipam_files(conf["name"]), [])
+        self.assertOnlyBookkeepingLeft(before, "two private pods, after DEL")
 
     def test_mode_mac_and_mtu_are_set_at_creation(self):
         conf = self.conf(attachment="macvlan", master=self.master, mode="private", mtu=1400,
                          mac="02:aa:00:00:00:01")
         pod, path = self.make_pod()
+        before = self.files()
         out = self.run_plugin("ADD", conf, netns=path)
         self.assertOk(out)
         link = self.links(pod)["eth0"]
@@ -64,34 +69,50 @@ class Macvlan(NetnsTestCase):
         self.assertError(self.run_plugin("CHECK", other, netns=path), 103, "mode")
         self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=out.json), netns=path))
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
+        self.assertOnlyBookkeepingLeft(before, "after DEL")
 
     def test_default_master_is_the_default_route_interface(self):
         sh("ip", "addr", "add", "10.66.0.2/24", "dev", self.master, ns=self.node)
         sh("ip", "route", "add", "default", "via", "10.66.0.1", "dev", self.master, ns=self.node)
         conf = self.conf(attachment="macvlan")
         pod, path = self.make_pod()
+        before = self.files()
         out = self.run_plugin("ADD", conf, netns=path)
         self.assertOk(out)
         self.assertEqual(self.links(pod)["eth0"]["linkinfo"]["info_kind"], "macvlan")
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
+        self.assertOnlyBookkeepingLeft(before, "after DEL")
 
     def test_l2_only_without_ipam(self):
         conf = self.conf(ipam=False, attachment="macvlan", master=self.master)
         pod, path = self.make_pod()
+        before = self.files()
         out = self.run_plugin("ADD", conf, netns=path)
         self.assertOk(out)
         self.assertNotIn("ips", out.json)
         self.assertIn("UP", self.links(pod)["eth0"]["flags"])
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
+        self.assertOnlyBookkeepingLeft(before, "after DEL")
 
     def test_bad_master_or_mtu_is_code_7_and_changes_nothing(self):
         pod, path = self.make_pod()
-        out = self.run_plugin("ADD", self.conf(attachment="macvlan", master="nosuchdev0"), netns=path)
-        self.assertError(out, 7, "master", "nosuchdev0")
-        out = self.run_plugin("ADD", self.conf(attachment="macvlan", master=self.master, mtu=9000), netns=path)
-        self.assertError(out, 7, "mtu", "1500")
-        out = self.run_plugin("ADD", self.conf(attachment="macvlan", master=self.master, mode="l3"), netns=path)
-        self.assertError(out, 7, "mode")
+        node_links = self.links(self.node)
+        before = self.files()
+        cases = [
+            (self.conf(attachment="macvlan", master="nosuchdev0"), ("master", "nosuchdev0")),
+            (self.conf(attachment="macvlan", master=self.master, mtu=9000), ("mtu", "1500")),
+            (self.conf(attachment="macvlan", master=self.master, mode="l3"), ("mode",)),
+        ]
+        for conf, words in cases:
+            with self.subTest(words=words):
+                out = self.run_plugin("ADD", conf, netns=path)
+                self.assertError(out, 7, *words)
+                self.assertFilesUnchanged(before, f"refused ADD ({out.json['msg']})")
+                # The DEL a runtime sends after it succeeds and changes nothing either.
+                self.assertOk(self.run_plugin("DEL", conf, netns=path))
+                self.assertFilesUnchanged(before, "DEL after the refused ADD")
+                self.assertEqual(set(self.links(pod)), {"lo"})
+                self.assertEqual(set(self.links(self.node)), set(node_links))
         self.assertEqual(set(self.links(pod)), {"lo"})
         self.assertEqual(self.ipam_files(self.conf()["name"]), [])
 
@@ -100,11 +121,13 @@ class Macvlan(NetnsTestCase):
         sh("ip", "link", "add", "inner0", "type", "veth", "peer", "name", "inner1", ns=pod)
         sh("ip", "link", "set", "inner0", "up", ns=pod)
         conf = self.conf(attachment="macvlan", master="inner0", linkInContainer=True)
+        before = self.files()
         out = self.run_plugin("ADD", conf, netns=path, ifname="net1")
         self.assertOk(out)
         self.assertEqual(self.links(pod)["net1"]["linkinfo"]["info_kind"], "macvlan")
         self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
         self.assertNotIn("net1", self.links(pod))
+        self.assertOnlyBookkeepingLeft(before, "after DEL")
 
 
 if __name__ == "__main__":

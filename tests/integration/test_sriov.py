@@ -60,10 +60,28 @@ class Sriov(NetnsTestCase):
         out = self.run_plugin("ADD", conf, container_id=cid, netns=pod[1], ifname=ifname)
         return pod, out
 
+    def add_refused(self, conf, code, *words, cid="c2", ifname="net1"):
+        """ADD in a new pod fails with `code` naming `words` and changes nothing: no link in
+        the pod, the node's links and every file under the temp dir exactly as they were.
+        The DEL a runtime sends after it succeeds and changes nothing either."""
+        pod, path = self.make_pod()
+        before, node_links = self.files(), set(self.links(self.node))
+        out = self.run_plugin("ADD", conf, container_id=cid, netns=path, ifname=ifname)
+        self.assertError(out, code, *words)
+        self.assertEqual(set(self.links(pod)), {"lo"})
+        self.assertEqual(set(self.links(self.node)), node_links)
+        self.assertFilesUnchanged(before, f"refused ADD ({out.json['msg']})")
+        self.assertOk(self.run_plugin("DEL", conf, container_id=cid, netns=path, ifname=ifname))
+        self.assertEqual(set(self.links(pod)), {"lo"})
+        self.assertEqual(set(self.links(self.node)), node_links)
+        self.assertFilesUnchanged(before, "DEL after the refused ADD")
+        return out
+
     # --- the life cycle ---
 
     def test_add_check_del_del_moves_the_vf_in_and_restores_its_name_mac_and_mtu(self):
         conf = self.sriov_conf(mtu=1400)
+        before = self.files()
         (pod, path), out = self.add(conf)
         self.assertOk(out)
         link = self.links(pod)["net1"]
@@ -87,15 +105,17 @@ class Sriov(NetnsTestCase):
         wrong = dict(out.json, interfaces=[dict(itf[0], mac="02:00:00:00:00:99")])
         self.assertError(self.run_plugin("CHECK", dict(conf, prevResult=wrong), netns=path, ifname="net1"), 103, "MAC")
 
-        for _ in range(2):
+        for n in range(2):
             self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
             self.assert_vf_home(self.vf0, VF0_MAC, up=True)
             self.assertEqual(set(self.links(pod)), {"lo"})
             self.assertFalse(os.path.exists(self.record_path(VF0)))
             self.assertEqual(self.ipam_files(conf["name"]), [])
+            self.assertOnlyBookkeepingLeft(before, f"DEL {n + 1}")
 
     def test_a_vf_can_be_attached_again_after_del(self):
         conf = self.sriov_conf()
+        before = self.files()
         (pod, path), out = self.add(conf, ifname="eth1")
         self.assertOk(out)
         self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="eth1"))
@@ -104,6 +124,7 @@ class Sriov(NetnsTestCase):
         self.assertIn("net1", self.links(pod2))
         self.assertOk(self.run_plugin("DEL", conf, container_id="c2", netns=path2, ifname="net1"))
         self.assert_vf_home(self.vf0, VF0_MAC)
+        self.assertOnlyBookkeepingLeft(before, "two ADD and DEL pairs")
 
     def test_the_result_names_the_vf_pci_address_only_in_1_1_0(self):
         for version, cid in (("1.0.0", "v10"), ("1.1.0", "v11")):
@@ -120,6 +141,7 @@ class Sriov(NetnsTestCase):
         sh("ip", "link", "add", self.vf0, "address", "02:5f:00:00:99:99", "type", "veth", "peer", "name", "podpeer",
            ns=pod)
         conf = self.sriov_conf()
+        before = self.files()
         _, out = self.add(conf, pod=(pod, path))
         self.assertOk(out)
         links = self.links(pod)
@@ -128,18 +150,22 @@ class Sriov(NetnsTestCase):
         self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
         self.assert_vf_home(self.vf0, VF0_MAC)
         self.assertEqual(self.links(pod)[self.vf0]["address"], "02:5f:00:00:99:99")
+        self.assertOnlyBookkeepingLeft(before, "after DEL")
 
     def test_del_without_cni_netns_restores_the_vf_from_the_netns_add_recorded(self):
         conf = self.sriov_conf()
+        before = self.files()
         (pod, path), out = self.add(conf)
         self.assertOk(out)
         self.assertOk(self.run_plugin("DEL", conf, netns="", ifname="net1"))
         self.assert_vf_home(self.vf0, VF0_MAC, up=True)
         self.assertEqual(set(self.links(pod)), {"lo"})
+        self.assertOnlyBookkeepingLeft(before, "DEL without CNI_NETNS")
 
     def test_two_adds_racing_for_one_vf_give_it_to_exactly_one(self):
         conf = self.sriov_conf()
         pods = [self.make_pod() for _ in range(4)]
+        before = self.files()
         with ThreadPoolExecutor(len(pods)) as ex:
             outs = list(ex.map(lambda i: self.run_plugin("ADD", conf, container_id=f"r{i}", netns=pods[i][1],
                                                          ifname="net1"), range(len(pods))))
@@ -152,51 +178,56 @@ class Sriov(NetnsTestCase):
         self.assertEqual(sum("net1" in self.links(ns) for ns, _ in pods), 1)
         self.assertOk(self.run_plugin("DEL", conf, container_id=f"r{winner}", netns=pods[winner][1], ifname="net1"))
         self.assert_vf_home(self.vf0, VF0_MAC)
+        self.assertOnlyBookkeepingLeft(before, "the winner's DEL (the refused ADDs left nothing)")
 
     # --- refusals ---
 
     def test_a_vf_in_use_is_refused_with_code_106_naming_the_vf_and_its_owner(self):
         conf = self.sriov_conf()
+        before = self.files()
         (pod1, path1), out = self.add(conf, cid="owner1")
         self.assertOk(out)
+        with_owner = self.files()
         (pod2, path2), out = self.add(conf, cid="second")
         self.assertError(out, 106, VF0, "owner1", "net1")
         self.assertEqual(set(self.links(pod2)), {"lo"})
         self.assertIn("net1", self.links(pod1))
         self.assertEqual(self.record(VF0)["owner"]["containerID"], "owner1")
         self.assertEqual(len(self.ipam_files(conf["name"])), 1)   # the refused ADD released its address
-        # The refused attachment's DEL must not touch the VF that owner1 holds.
+        self.assertFilesUnchanged(with_owner, "refused ADD")
+        # The refused attachment's DEL must not touch the VF that owner1 holds, nor any file.
         self.assertOk(self.run_plugin("DEL", conf, container_id="second", netns=path2, ifname="net1"))
         self.assertIn("net1", self.links(pod1))
         self.assertTrue(os.path.exists(self.record_path(VF0)))
+        self.assertFilesUnchanged(with_owner, "DEL after the refused ADD")
         self.assertOk(self.run_plugin("DEL", conf, container_id="owner1", netns=path1, ifname="net1"))
+        self.assertOnlyBookkeepingLeft(before, "the owner's DEL")
 
     def test_a_device_that_is_not_a_vf_is_code_7_naming_it(self):
-        pod, path = self.make_pod()
-        out = self.run_plugin("ADD", self.sriov_conf(device=PF), netns=path, ifname="net1")
-        self.assertError(out, 7, PF, "not an SR-IOV VF")
-        out = self.run_plugin("ADD", self.sriov_conf(device="0000:af:07.0"), netns=path, ifname="net1")
-        self.assertError(out, 7, "0000:af:07.0", "not found")
-        self.assertEqual(set(self.links(pod)), {"lo"})
+        self.add_refused(self.sriov_conf(device=PF), 7, PF, "not an SR-IOV VF")
+        self.add_refused(self.sriov_conf(device="0000:af:07.0"), 7, "0000:af:07.0", "not found")
         self.assertEqual(self.ipam_files(self.conf()["name"]), [])
 
     def test_a_device_id_that_is_not_a_pci_address_is_code_7_and_touches_nothing(self):
-        pod, path = self.make_pod()
         for bad in ("../../../etc", "0000:af:06.0/../../x", "0000:af:06.0/"):
-            out = self.run_plugin("ADD", self.sriov_conf(device=bad), netns=path, ifname="net1")
-            self.assertError(out, 7, "deviceID", "not a PCI address")
-        out = self.run_plugin("ADD", dict(self.sriov_conf(), deviceID=None, pciBusID="../x"), netns=path)
-        self.assertError(out, 7, "pciBusID")
+            with self.subTest(deviceID=bad):
+                self.add_refused(self.sriov_conf(device=bad), 7, "deviceID", "not a PCI address")
+        self.add_refused(dict(self.sriov_conf(), deviceID=None, pciBusID="../x"), 7, "pciBusID", ifname="eth0")
         self.assertFalse(os.path.exists(self.state_dir))
 
     def test_a_pf_that_rejects_vlan_gives_a_clear_error_and_everything_is_rolled_back(self):
         conf = self.sriov_conf(vlan=100, mtu=1400)
+        before = self.files()
         (pod, path), out = self.add(conf)
         self.assertError(out, 999, self.pf, "vlan 100", "VF 0", "Operation not supported")
         self.assert_vf_home(self.vf0, VF0_MAC, up=True)
         self.assertEqual(set(self.links(pod)), {"lo"})
         self.assertFalse(os.path.exists(self.record_path(VF0)))
         self.assertEqual(self.ipam_files(conf["name"]), [])
+        self.assertFilesUnchanged(before, "rolled back ADD")
+        self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
+        self.assert_vf_home(self.vf0, VF0_MAC, up=True)
+        self.assertFilesUnchanged(before, "DEL after the rolled back ADD")
         # Nothing is left that would block the VF.
         _, out = self.add(self.sriov_conf(), cid="c2")
         self.assertOk(out)
@@ -212,15 +243,17 @@ class Sriov(NetnsTestCase):
 
     def test_del_after_the_pod_netns_is_gone_finds_the_vf_by_pci_address_and_restores_it(self):
         conf = self.sriov_conf(mtu=1400)
+        before = self.files()
         (pod, path), out = self.add(conf)
         self.assertOk(out)
         self.simulate_pod_deletion(pod, "dev7")
-        for _ in range(2):
+        for n in range(2):
             self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
             self.assertNotIn("dev7", self.links(self.node))
             self.assert_vf_home(self.vf0, VF0_MAC, up=True)
             self.assertFalse(os.path.exists(self.record_path(VF0)))
             self.assertEqual(self.ipam_files(conf["name"]), [])
+            self.assertOnlyBookkeepingLeft(before, f"DEL {n + 1} after the pod netns is gone")
 
     def test_a_vf_left_by_a_pod_whose_netns_is_gone_is_restored_and_given_to_the_next_pod(self):
         conf = self.sriov_conf()
@@ -240,6 +273,7 @@ class Sriov(NetnsTestCase):
     def test_a_crash_between_the_state_record_and_the_move_is_cleaned_up_by_del(self):
         conf = self.sriov_conf()
         pod, path = self.make_pod()
+        before = self.files()
         # What ADD writes before its first change; then the plugin died.
         os.makedirs(os.path.join(self.state_dir, "sriov"))
         with open(self.record_path(VF0), "w") as f:
@@ -248,35 +282,37 @@ class Sriov(NetnsTestCase):
                        "owner": {"network": conf["name"], "containerID": "c1", "ifname": "net1", "netns": path},
                        "netdev": {"name": self.vf0, "mac": VF0_MAC, "mtu": 1500, "up": True},
                        "pfOriginal": {}, "pfApplied": {}}, f)
-        _, out = self.add(conf, cid="other")
-        self.assertError(out, 106, VF0, "'c1'")
+        self.add_refused(conf, 106, VF0, "'c1'", cid="other")
         self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
         self.assertFalse(os.path.exists(self.record_path(VF0)))
         self.assert_vf_home(self.vf0, VF0_MAC, up=True)
         self.assertEqual(set(self.links(pod)), {"lo"})
+        self.assertOnlyBookkeepingLeft(before, "DEL of the crashed attachment")
 
     def test_del_after_the_plugin_is_killed_at_any_step_of_add_restores_the_vf(self):
         conf = self.sriov_conf(mtu=1400, runtimeConfig={"CNIDeviceInfoFile": os.path.join(self.tmp, "devinfo")})
         for point in ("after-ipam", "after-state-record", "after-move", "after-addresses", "before-result"):
             with self.subTest(point=point):
                 pod, path = self.make_pod()
+                before = self.files()
                 out = self.run_plugin("ADD", conf, netns=path, ifname="net1", extra_env={"TOPOCNI_FAILPOINT": point})
                 self.assertEqual(out.rc, -9, f"{point}: plugin was not killed (built without failpoints?): {out}")
                 if point != "after-ipam":   # from the record on, the VF stays taken
-                    _, second = self.add(self.sriov_conf(), cid="other")
-                    self.assertError(second, 106, VF0)
+                    self.add_refused(self.sriov_conf(), 106, VF0, cid="other")
                 self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
                 self.assert_vf_home(self.vf0, VF0_MAC, up=True)
                 self.assertEqual(set(self.links(pod)), {"lo"})
                 self.assertFalse(os.path.exists(self.record_path(VF0)))
                 self.assertFalse(os.path.exists(os.path.join(self.tmp, "devinfo")))
                 self.assertEqual(self.ipam_files(conf["name"]), [])
+                self.assertOnlyBookkeepingLeft(before, f"{point} + DEL")
 
     def test_gc_alone_after_the_plugin_is_killed_at_any_step_of_add_restores_the_vf(self):
         conf = self.sriov_conf(mtu=1400)
         for point in ("after-ipam", "after-state-record", "after-move", "after-addresses", "before-result"):
             with self.subTest(point=point):
                 pod, path = self.make_pod()
+                before = self.files()
                 out = self.run_plugin("ADD", conf, netns=path, ifname="net1", extra_env={"TOPOCNI_FAILPOINT": point})
                 self.assertEqual(out.rc, -9, f"{point}: plugin was not killed: {out}")
                 gc = dict(conf, **{"cni.dev/valid-attachments": []})
@@ -285,9 +321,11 @@ class Sriov(NetnsTestCase):
                 self.assertEqual(set(self.links(pod)), {"lo"})
                 self.assertFalse(os.path.exists(self.record_path(VF0)))
                 self.assertEqual(self.ipam_files(conf["name"]), [])
+                self.assertOnlyBookkeepingLeft(before, f"{point} + GC")
 
     def test_gc_restores_vfs_of_stale_attachments_and_keeps_valid_ones(self):
         conf = self.sriov_conf()
+        before = self.files()
         (pod1, path1), out = self.add(conf, cid="stale")
         self.assertOk(out)
         (pod2, path2), out = self.add(self.sriov_conf(device=VF1), cid="live")
@@ -301,11 +339,13 @@ class Sriov(NetnsTestCase):
         self.assertTrue(os.path.exists(self.record_path(VF1)))
         self.assertOk(self.run_plugin("DEL", conf, container_id="live", netns=path2, ifname="net1"))
         self.assert_vf_home(self.vf1, VF1_MAC, up=False)
+        self.assertOnlyBookkeepingLeft(before, "GC of the stale attachment and DEL of the live one")
 
     # --- DPDK and device info ---
 
     def test_a_dpdk_vf_is_recorded_without_moving_anything_and_the_result_has_no_pod_interface(self):
         conf = self.sriov_conf(device=VF_DPDK)
+        before = self.files()
         (pod, path), out = self.add(conf)
         self.assertOk(out)
         self.assertNotIn("interfaces", out.json)
@@ -316,17 +356,18 @@ class Sriov(NetnsTestCase):
         self.assertEqual((rec["mode"], rec["vfIndex"]), ("dpdk", 2))
         self.assertNotIn("netdev", rec)
         self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=out.json), netns=path, ifname="net1"))
-        (_, _), second = self.add(conf, cid="c2")
-        self.assertError(second, 106, VF_DPDK)
-        for _ in range(2):
+        self.add_refused(conf, 106, VF_DPDK, cid="c2")
+        for n in range(2):
             self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
             self.assertFalse(os.path.exists(self.record_path(VF_DPDK)))
+            self.assertOnlyBookkeepingLeft(before, f"DEL {n + 1}")
         self.assertEqual(self.ipam_files(conf["name"]), [])
 
     def test_the_device_info_file_follows_the_spec_and_is_removed_by_del(self):
         self.fake.add_rdma(VF0, "mlx5_7")
         info = os.path.join(self.tmp, "devinfo", "cni", "ns-net-c1_net1")
         conf = self.sriov_conf(runtimeConfig={"CNIDeviceInfoFile": info})
+        before = self.files()
         (pod, path), out = self.add(conf)
         self.assertOk(out)
         with open(info) as f:
@@ -335,6 +376,21 @@ class Sriov(NetnsTestCase):
         self.assertEqual(stat.S_IMODE(os.stat(info).st_mode), 0o444)
         self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
         self.assertFalse(os.path.exists(info))
+        self.assertOnlyBookkeepingLeft(before, "DEL of an attachment with a device-info file")
+
+    def test_an_add_rolled_back_after_the_device_info_file_changes_nothing_and_neither_does_its_del(self):
+        info = os.path.join(self.tmp, "devinfo", "cni", "ns-net-c1_net1")
+        conf = self.sriov_conf(runtimeConfig={"CNIDeviceInfoFile": info})
+        conf["ipam"]["routes"] = [{"dst": "10.99.0.0/16", "gw": "10.55.0.1"}]   # not on-link: fails late
+        before = self.files()
+        (pod, path), out = self.add(conf)
+        self.assertError(out, 999, "10.99.0.0/16", "10.55.0.1")
+        self.assert_vf_home(self.vf0, VF0_MAC, up=True)
+        self.assertEqual(set(self.links(pod)), {"lo"})
+        self.assertFalse(os.path.exists(info))
+        self.assertFilesUnchanged(before, "rolled back ADD")
+        self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
+        self.assertFilesUnchanged(before, "DEL after the rolled back ADD")
 
     def test_a_device_info_file_the_runtime_already_wrote_is_left_alone(self):
         info = os.path.join(self.tmp, "devinfo", "cni", "copied")
@@ -343,11 +399,13 @@ class Sriov(NetnsTestCase):
         with open(info, "w") as f:
             f.write(theirs)
         conf = self.sriov_conf(device=VF1, runtimeConfig={"cniDeviceInfoFile": info})
+        before = self.files()
         (pod, path), out = self.add(conf)
         self.assertOk(out)
         self.assertOk(self.run_plugin("DEL", conf, netns=path, ifname="net1"))
         with open(info) as f:
             self.assertEqual(f.read(), theirs)
+        self.assertOnlyBookkeepingLeft(before, "DEL with the runtime's device-info file")
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ from cnitest import NetnsTestCase, main, sh
 
 
 class VethPointToPoint(NetnsTestCase):
-    def assert_nothing_left(self, pod_ns, network):
+    def assert_nothing_left(self, pod_ns, before, what="after DEL"):
+        """No link or host route is left, and every file and directory new or changed since
+        `before` (taken before the ADD) is named bookkeeping."""
         self.assertEqual(set(self.links(self.node)), {"lo"}, "links left in the node netns")
         if pod_ns:
             self.assertEqual(set(self.links(pod_ns)), {"lo"}, "links left in the pod netns")
-        self.assertEqual(self.ipam_files(network), [], "IPAM reservations left")
+        self.assertOnlyBookkeepingLeft(before, what)
         host_routes = [r for r in self.routes(self.node) if r.get("dev", "lo") != "lo"]
         self.assertEqual(host_routes, [], "routes left in the node netns")
 
@@ -21,6 +23,7 @@ class VethPointToPoint(NetnsTestCase):
             with self.subTest(version=version):
                 pod, path = self.make_pod()
                 conf = self.conf(version, mtu=1400, mac="02:11:22:33:44:55")
+                before = self.files()
                 out = self.run_plugin("ADD", conf, container_id=f"ctr{version.replace('.', '')}", netns=path)
                 self.assertOk(out)
                 r = out.json
@@ -64,7 +67,7 @@ class VethPointToPoint(NetnsTestCase):
                 for _ in range(2):   # DEL, then DEL again
                     self.assertOk(self.run_plugin("DEL", dconf, container_id=f"ctr{version.replace('.', '')}",
                                                   netns=path))
-                self.assert_nothing_left(pod, conf["name"])
+                self.assert_nothing_left(pod, before, f"{version}: after DEL, DEL")
                 self.remove_netns(pod)
 
     def test_legacy_versions_print_ip4_results(self):
@@ -82,6 +85,7 @@ class VethPointToPoint(NetnsTestCase):
     def test_dual_stack_addresses_work_as_soon_as_add_returns(self):
         pod, path = self.make_pod()
         conf = self.conf(v6="fd77::/64")
+        before = self.files()
         out = self.run_plugin("ADD", conf, netns=path)
         self.assertOk(out)
         ips = [i["address"] for i in out.json["ips"]]
@@ -97,41 +101,57 @@ class VethPointToPoint(NetnsTestCase):
         self.assertTrue(self.ping(pod, "10.77.0.1"))
         self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=out.json), netns=path))
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
-        self.assert_nothing_left(pod, conf["name"])
+        self.assert_nothing_left(pod, before)
         self.assertEqual([r for r in self.routes(self.node, "-6") if r.get("dev") not in ("lo", None)], [])
 
     def test_del_succeeds_when_the_netns_is_gone_or_empty_and_releases_addresses(self):
         pod, path = self.make_pod()
         conf = self.conf()
+        before = self.files()
         self.assertOk(self.run_plugin("ADD", conf, netns=path))
         self.assertEqual(len(self.ipam_files(conf["name"])), 1)
         self.remove_netns(pod)
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
+        after = self.files()
         self.assertOk(self.run_plugin("DEL", conf, netns=""))
-        self.assert_nothing_left(None, conf["name"])
+        self.assertFilesUnchanged(after, "a second DEL, without a netns")
+        self.assert_nothing_left(None, before, "DEL once the netns is gone")
 
     def test_add_fails_and_changes_nothing_when_the_ifname_exists(self):
         pod, path = self.make_pod()
         sh("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "p0", ns=pod)
         conf = self.conf()
+        before = self.files()
         out = self.run_plugin("ADD", conf, netns=path)
         self.assertError(out, 105, "eth0", "already exists")
         self.assertEqual(set(self.links(self.node)), {"lo"})
         self.assertEqual(self.ipam_files(conf["name"]), [])
+        self.assertFilesUnchanged(before, "refused ADD")
+        # The DEL a runtime sends after it succeeds, leaves the pod's own eth0 and changes nothing.
+        self.assertOk(self.run_plugin("DEL", conf, netns=path))
+        self.assertEqual(set(self.links(pod)), {"lo", "eth0", "p0"})
+        self.assertEqual(set(self.links(self.node)), {"lo"})
+        self.assertFilesUnchanged(before, "DEL after the refused ADD")
 
     def test_pool_exhaustion_rolls_back_everything(self):
         conf = self.conf()
         conf["ipam"]["ranges"] = [[{"subnet": "10.77.0.0/24", "rangeStart": "10.77.0.10", "rangeEnd": "10.77.0.10"}]]
         pod1, path1 = self.make_pod()
         pod2, path2 = self.make_pod()
+        before = self.files()
         self.assertOk(self.run_plugin("ADD", conf, container_id="first", netns=path1))
+        with_first = self.files()
         out = self.run_plugin("ADD", conf, container_id="second", netns=path2)
         self.assertError(out, 101, "no IP addresses available")
         self.assertEqual(set(self.links(pod2)), {"lo"})
         self.assertEqual(len(self.links(self.node)), 2)   # lo + first's host end
         self.assertEqual(self.ipam_files(conf["name"]), ["10.77.0.10"])
+        self.assertFilesUnchanged(with_first, "refused ADD")
+        self.assertOk(self.run_plugin("DEL", conf, container_id="second", netns=path2))
+        self.assertEqual(len(self.links(self.node)), 2)
+        self.assertFilesUnchanged(with_first, "DEL after the refused ADD")
         self.assertOk(self.run_plugin("DEL", conf, container_id="first", netns=path1))
-        self.assert_nothing_left(pod1, conf["name"])
+        self.assert_nothing_left(pod1, before)
 
     def test_check_names_each_difference(self):
         pod, path = self.make_pod()
@@ -150,6 +170,7 @@ class VethPointToPoint(NetnsTestCase):
         n = 128
         conf = self.conf(subnet="10.78.0.0/16")
         pods = [self.make_pod() for _ in range(n)]
+        before = self.files()
 
         def add(i):
             return self.run_plugin("ADD", conf, container_id=f"par{i}", netns=pods[i][1])
@@ -170,6 +191,7 @@ class VethPointToPoint(NetnsTestCase):
                 self.assertOk(r)
         self.assertEqual(self.ipam_files(conf["name"]), [])
         self.assertEqual(set(self.links(self.node)), {"lo"})
+        self.assertOnlyBookkeepingLeft(before, f"{n} parallel ADDs and DELs")
 
 
 class VethBridge(NetnsTestCase):
@@ -177,6 +199,7 @@ class VethBridge(NetnsTestCase):
         br = f"tb{self.tag}"[:15]
         conf = self.conf(bridge=br, isGateway=True)
         pods = [self.make_pod() for _ in range(2)]
+        before = self.files()
         results = []
         for i, (ns, path) in enumerate(pods):
             out = self.run_plugin("ADD", conf, container_id=f"br{i}", netns=path)
@@ -198,6 +221,7 @@ class VethBridge(NetnsTestCase):
             self.assertOk(self.run_plugin("DEL", conf, container_id=f"br{i}", netns=path))
         self.assertEqual(set(self.links(self.node)), {"lo", br}, "only the shared bridge stays")
         self.assertEqual(self.ipam_files(conf["name"]), [])
+        self.assertOnlyBookkeepingLeft(before, "two pods on a bridge, after DEL")
 
     def test_l2_only_bridge_port_has_no_addresses(self):
         br = f"tb{self.tag}"[:15]
@@ -208,8 +232,14 @@ class VethBridge(NetnsTestCase):
         self.assertNotIn("ips", out.json)
         self.assertEqual([a for a, p, x in self.addrs(pod, "eth0") if not a.startswith("fe80")], [])
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
-        legacy = self.run_plugin("ADD", self.conf("0.2.0", ipam=False, bridge=br), netns=path)
+        before = self.files()
+        legacy_conf = self.conf("0.2.0", ipam=False, bridge=br)
+        legacy = self.run_plugin("ADD", legacy_conf, netns=path)
         self.assertError(legacy, 7, "cniVersion")
+        self.assertEqual(set(self.links(pod)), {"lo"})
+        self.assertFilesUnchanged(before, "refused ADD")
+        self.assertOk(self.run_plugin("DEL", legacy_conf, netns=path))
+        self.assertFilesUnchanged(before, "DEL after the refused ADD")
 
 
 if __name__ == "__main__":
