@@ -1,4 +1,5 @@
 #include "cni/attachment.h"
+#include "cni/delegate.h"
 #include "cni/error.h"
 #include "cni/failpoint.h"
 #include "cni/ipam.h"
@@ -12,6 +13,14 @@
 namespace cni {
 
 namespace {
+/// The intent record: who, where, and what a later DEL needs without the runtime.
+Record record_of(const Env& env, const conf::NetConf& c) {
+    Record r{c.name, env.container_id, env.ifname, env.netns, nullptr, 0, record_config(c.raw), "", ""};
+    for (auto& dir : env.path) r.cni_path += (r.cni_path.empty() ? "" : ":") + dir;
+    for (auto& [k, v] : env.args.all) r.cni_args += (r.cni_args.empty() ? "" : ";") + k + "=" + v;
+    return r;
+}
+
 int lock_timeout_ms(const conf::NetConf& c) {
     return c.host_local ? static_cast<int>(c.host_local->lock_timeout.count()) : 10000;
 }
@@ -28,17 +37,27 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     Context ctx{env, c, host, &pod};
     // Placement is checked before anything changes, so a refused pod leaves no trace.
     if (c.delegate) {
+        find_plugin(env.path, c.delegate->value("type", ""), "delegate.type");
         check_placement(ctx);
         // The record says the delegate got this ADD: a DEL the delegate fails for an
         // attachment it never saw (one we refused) is then not the runtime's problem.
         NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
         Rollback undo;
         undo.add("network directory", [&] { gc_guard.release_created(); });
-        const auto config = record_config(c.raw);
-        write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr, 0, config});
+        Record rec = record_of(env, c);
+        write_record(c.state_dir, rec);
         undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
-        auto out = meta_run(env, c);
-        write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, *out, 0, config});
+        Output out;
+        try {
+            out = meta_run(env, c);
+        } catch (...) {
+            // The delegate got the ADD and may have changed things: its DEL must be able to
+            // fail, so the record stays until DEL (see meta_del).
+            undo.dismiss();
+            throw;
+        }
+        rec.result = *out;
+        write_record(c.state_dir, rec);
         undo.dismiss();
         return out;
     }
@@ -54,8 +73,8 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     // Runs last: the directories this ADD created go when nothing else is in them.
     undo.add("network directory", [&] { gc_guard.release_created(); });
     // The record goes first: if we die anywhere below, GC finds the attachment by it.
-    const auto config = record_config(c.raw);
-    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, nullptr, 0, config});
+    Record rec = record_of(env, c);
+    write_record(c.state_dir, rec);
     undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
     Result ipam = ipam_add(env, c, undo);
     failpoint("after-ipam");
@@ -66,7 +85,8 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
 
     auto out = result_to_json(result, c.cni_version);
     failpoint("before-result");
-    write_record(c.state_dir, {c.name, env.container_id, env.ifname, env.netns, out, 0, config});
+    rec.result = out;
+    write_record(c.state_dir, rec);
     undo.dismiss();
     return out;
 }

@@ -53,11 +53,15 @@ Env del_env(const Record& r, const CollectOptions& o) {
     ::setenv("CNI_CONTAINERID", r.container_id.c_str(), 1);
     ::setenv("CNI_NETNS", r.netns.c_str(), 1);
     ::setenv("CNI_IFNAME", r.ifname.c_str(), 1);
-    ::setenv("CNI_PATH", o.cni_path.c_str(), 1);
-    ::unsetenv("CNI_ARGS");
-    for (size_t pos = 0; pos <= o.cni_path.size();) {
-        size_t end = o.cni_path.find(':', pos);
-        std::string dir = o.cni_path.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    // The ADD's own CNI_PATH and CNI_ARGS when the record has them (runtimes differ:
+    // /opt/cni/bin, /var/lib/cni/bin, /usr/libexec/cni...).
+    const std::string& path = r.cni_path.empty() ? o.cni_path : r.cni_path;
+    ::setenv("CNI_PATH", path.c_str(), 1);
+    if (r.cni_args.empty()) ::unsetenv("CNI_ARGS");
+    else ::setenv("CNI_ARGS", r.cni_args.c_str(), 1);
+    for (size_t pos = 0; pos <= path.size();) {
+        size_t end = path.find(':', pos);
+        std::string dir = path.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
         if (!dir.empty() && dir[0] == '/') env.path.push_back(dir);
         if (end == std::string::npos) break;
         pos = end + 1;
@@ -132,6 +136,9 @@ int collect(const CollectOptions& o) {
                 ++collected;
             } catch (const Error& e) {
                 std::fprintf(stderr, "topocni collect: %s: code %d: %s\n", who.c_str(), e.code, e.what());
+                ++failed;
+            } catch (const std::exception& e) {   // one bad record must not stop the others
+                std::fprintf(stderr, "topocni collect: %s: %s\n", who.c_str(), e.what());
                 ++failed;
             }
         }

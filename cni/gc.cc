@@ -78,6 +78,7 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
     } catch (const Error& e) {
         errors += (errors.empty() ? "" : "; ") + std::string(e.what());
     }
+    guard.release_created();   // a records directory GC had to create for the lock, when still empty
     if (!errors.empty()) throw Error(kInternal, "GC incomplete: " + errors);
     return std::nullopt;
 }

@@ -3,6 +3,7 @@
 #include "cni/delegate.h"
 #include "cni/error.h"
 #include "cni/log.h"
+#include "cni/records.h"
 #include "cni/result.h"
 #include "ipam/allocator.h"
 
@@ -56,12 +57,14 @@ void ipam_del(const Env& env, const conf::NetConf& c) {
         store(c).release({env.container_id, env.ifname});
         return;
     }
-    // A plugin that is not there cannot release anything, now or on any retry: a DEL
-    // that failed for it would never succeed.
+    // Without a record of an ADD, a plugin that is not there never allocated anything for
+    // this attachment (ADD checks it first): DEL must not fail for it. With one, the
+    // addresses it holds are real, and the error stays for a retry (CNI_PATH fixed).
     try {
         find_plugin(env.path, c.ipam_type, "ipam.type");
     } catch (const Error& e) {
-        log::warn(std::string(e.what()) + "; no addresses released");
+        if (read_record(c.state_dir, c.name, env.container_id, env.ifname)) throw;
+        log::warn(std::string(e.what()) + "; nothing was allocated by it for this attachment");
         return;
     }
     run(env, c, "DEL");

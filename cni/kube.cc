@@ -338,7 +338,8 @@ Labels fetch_node_labels(const Kubeconfig& kc, const std::string& node, std::chr
     return out;
 }
 
-std::string pod_node_name(const Kubeconfig& kc, const std::string& ns, const std::string& pod, const CacheOptions& opt) {
+std::string pod_node_name(const Kubeconfig& kc, const std::string& ns, const std::string& pod, const std::string& uid,
+                          const CacheOptions& opt) {
     // Cached without a lock: two ADDs asking at once both ask the API, and write the same.
     std::string file = opt.state_dir + "/node-labels/.pod-node.json";
     auto cached = read_cache(file);
@@ -354,6 +355,11 @@ std::string pod_node_name(const Kubeconfig& kc, const std::string& ns, const std
     auto j = json::parse(r.body, nullptr, false);
     std::string node;
     if (j.is_object() && j.contains("spec") && j["spec"].is_object()) node = str_member(j["spec"], "nodeName");
+    std::string their_uid = j.is_object() && j.contains("metadata") && j["metadata"].is_object()
+                                ? str_member(j["metadata"], "uid") : "";
+    if (!uid.empty() && !their_uid.empty() && their_uid != uid)
+        throw Error(kTryAgainLater, "Kubernetes API: pod '" + ns + "/" + pod + "' is now another pod (uid " + their_uid +
+                                        ", this one is " + uid + ")");
     if (node.empty())
         throw Error(kTryAgainLater, "Kubernetes API: pod '" + ns + "/" + pod + "' has no spec.nodeName (not scheduled?)");
     if (opt.write) {

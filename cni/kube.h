@@ -55,7 +55,10 @@ struct CacheOptions {
 /// The name of the node a pod was scheduled to (its spec.nodeName): GET
 /// /api/v1/namespaces/<ns>/pods/<pod>, remembered under stateDir for the TTL (a node's
 /// name does not change), so a storm of ADDs asks once. Code 7 or 11 as fetch_node_labels.
-std::string pod_node_name(const Kubeconfig& kc, const std::string& ns, const std::string& pod, const CacheOptions& opt);
+/// `uid` (K8S_POD_UID, when known) must be the API's pod: a pod of the same name recreated
+/// elsewhere is another pod, and its node is not ours.
+std::string pod_node_name(const Kubeconfig& kc, const std::string& ns, const std::string& pod, const std::string& uid,
+                          const CacheOptions& opt);
 
 /// The node's labels through the cache: a fresh entry (same server, younger than the
 /// TTL) is used as is; otherwise one process at a time fetches and rewrites the entry

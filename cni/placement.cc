@@ -105,11 +105,11 @@ NodeLabels node_labels(const conf::NetConf& c, std::string node, const PodInfo& 
         kc.node_source = p.node_name ? "the config's nodeName" : "this host's name, lower-cased as kubelet does";
         if (!p.node_name && !pod.pod_namespace.empty() && !pod.pod_name.empty()) {
             try {
-                std::string n = kube::pod_node_name(kc, pod.pod_namespace, pod.pod_name, cache);
+                std::string n = kube::pod_node_name(kc, pod.pod_namespace, pod.pod_name, pod.uid, cache);
                 if (!valid_node_name(n)) throw Error(kInvalidConfig, "spec.nodeName '" + n + "' is no node name");
                 node = n;
                 kc.node_source = "spec.nodeName of pod " + pod.pod_namespace + "/" + pod.pod_name;
-            } catch (const Error& e) {
+            } catch (const std::exception& e) {
                 log::warn(std::string("node name from the pod: ") + e.what() + "; using " + kc.node_source + " '" + node + "'");
             }
         }

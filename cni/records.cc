@@ -40,6 +40,8 @@ std::optional<Record> parse(const std::string& text) {
     r.completed_ns = j.value("completedBoottimeNs", int64_t{0});
     if (j.contains("result")) r.result = j["result"];
     if (j.contains("config") && j["config"].is_object()) r.config = j["config"];
+    r.cni_path = j.value("cniPath", "");
+    r.cni_args = j.value("cniArgs", "");
     if (r.container_id.empty() || r.ifname.empty()) return std::nullopt;
     return r;
 }
@@ -68,6 +70,8 @@ void write_record(const std::string& state_dir, const Record& r) {
                         {"netns", r.netns}, {"result", r.result}};
     if (!r.result.is_null()) j["completedBoottimeNs"] = boottime_ns();
     if (!r.config.is_null()) j["config"] = r.config;
+    if (!r.cni_path.empty()) j["cniPath"] = r.cni_path;
+    if (!r.cni_args.empty()) j["cniArgs"] = r.cni_args;
     std::string final_path = file_for(state_dir, r.network, r.container_id, r.ifname);
     std::string text = j.dump();
     // A record of less than a page is written in place with one write() at offset 0: a
@@ -144,7 +148,9 @@ NetworkLock::NetworkLock(const std::string& state_dir, const std::string& networ
     // Poll with a growing sleep: no signal handler to arm, and the first try is free.
     long waited_us = 0, step_us = 200;
     for (int attempt = 0;; ++attempt) {
-        for (auto& d : ipam::fs::make_dirs(dir_, 0700)) created_.push_back(d);
+        // Only stateDir and below are ours to take away again (see release_created()).
+        for (auto& d : ipam::fs::make_dirs(dir_, 0700))
+            if (d == state_dir || d.rfind(state_dir + "/", 0) == 0) created_.push_back(d);
         fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd_ < 0) {
             if (errno == ENOENT && attempt < 5) continue;
@@ -176,7 +182,9 @@ NetworkLock::NetworkLock(const std::string& state_dir, const std::string& networ
 void NetworkLock::release_created() noexcept {
     if (fd_ < 0 || created_.empty()) return;
     // Only while nobody else holds the lock (another ADD of the network shares it and
-    // is about to write its record here): then the directory is ours to take away.
+    // is about to write its record here): then the directory is ours to take away. (A
+    // failed conversion drops the shared lock too, as flock(2) says: this is always the
+    // last thing done under it.)
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) return;
     if (ipam::fs::is_empty_dir(dir_)) ipam::fs::remove_dirs(created_);
 }

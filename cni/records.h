@@ -18,6 +18,8 @@ struct Record {
     nlohmann::json result;          ///< the ADD result as printed
     int64_t completed_ns = 0;       ///< CLOCK_BOOTTIME when ADD finished (0: intent only, in flight or died)
     nlohmann::json config;          ///< the network config ADD ran with (record_config()): what `topocni collect` DELs with
+    std::string cni_path;           ///< CNI_PATH of the ADD, for the DEL of its IPAM or delegate plugin
+    std::string cni_args;           ///< CNI_ARGS of the ADD
 };
 
 /// The config as kept in a record: all of it but what belongs to one call (prevResult,

@@ -84,7 +84,7 @@ std::vector<std::string> addresses(const std::string& name, std::chrono::millise
         int wait = static_cast<int>(t->tv_sec * 1000 + t->tv_usec / 1000);
         ::poll(fds, n, std::max(wait, 1));
         for (int i = 0; i < n; ++i)
-            ares_process_fd(ch, fds[i].revents & POLLIN ? fds[i].fd : ARES_SOCKET_BAD,
+            ares_process_fd(ch, fds[i].revents & (POLLIN | POLLERR | POLLHUP) ? fds[i].fd : ARES_SOCKET_BAD,
                             fds[i].revents & POLLOUT ? fds[i].fd : ARES_SOCKET_BAD);
         if (n == 0) ares_process_fd(ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);   // time-outs
     }

@@ -54,10 +54,17 @@ void parse_ipam_location(NetConf& c) {
     if (t.empty() || t.find('/') != std::string::npos || t == "." || t == "..") return;
     c.ipam_type = t;
     if (t != "host-local") return;
-    c.host_local.emplace();
     auto dir = ipam->find("dataDir");
-    if (dir != ipam->end() && dir->is_string() && !dir->get<std::string>().empty() && dir->get<std::string>()[0] == '/')
-        c.host_local->data_dir = dir->get<std::string>();
+    if (dir != ipam->end() && !dir->is_null()) {
+        // Present but not a usable path: ADD refused it, so nothing is in any store; the
+        // default store holds other networks' addresses.
+        if (!dir->is_string() || dir->get<std::string>().empty() || dir->get<std::string>()[0] != '/') {
+            c.ipam_type.clear();
+            return;
+        }
+    }
+    c.host_local.emplace();
+    if (dir != ipam->end() && dir->is_string()) c.host_local->data_dir = dir->get<std::string>();
 }
 
 void parse_ipam(NetConf& c, const ArgsView& args) {
@@ -258,7 +265,16 @@ NetConf parse(const std::string& input, const ArgsView& args, Purpose purpose) {
             c.dns.options = opt_strings(*dns, "options", "dns");
         }
     });
-    step([&] { parse_state_dirs(c); });
+    step([&] {
+        try {
+            parse_state_dirs(c);
+        } catch (const cni::Error&) {
+            // Nothing can be found through a stateDir or sysfsRoot ADD refuses; the defaults
+            // are other attachments' places.
+            if (teardown) c.name.clear();
+            throw;
+        }
+    });
     step([&] { parse_logging(c); });
     step([&] { parse_capabilities(c); });
     step([&] {

@@ -262,11 +262,16 @@ void DiskStore::check_writable() {
 }
 
 void DiskStore::remove_created(const std::vector<std::string>& created) {
-    bool made_store = std::find(created.begin(), created.end(), dir_) != created.end();
+    // Our own directories first, while the lock still has its name: an ADD that arrives
+    // after the lock is unlinked creates them anew instead of finding them gone.
+    std::vector<std::string> own, rest;
+    for (auto& d : created) (d.rfind(own_dir_, 0) == 0 ? own : rest).push_back(d);
+    fs::remove_dirs(own);
+    bool made_store = std::find(rest.begin(), rest.end(), dir_) != rest.end();
     // Unlinked while we hold it: a waiter notices the name is gone and starts over.
     if (made_store && fs::list_names(dir_fd_.get(), dir_) == std::vector<std::string>{"lock"})
         fs::remove_at(dir_fd_.get(), "lock", path("lock"));
-    fs::remove_dirs(created);   // each only when empty: used by someone else meanwhile, it stays
+    fs::remove_dirs(rest);   // each only when empty: used by someone else meanwhile, it stays
 }
 
 std::optional<OwnerIndex> DiskStore::load_index(const Owner& owner) {

@@ -73,6 +73,17 @@ void with_existing(const HostLocal& h, const Config& cfg, bool durable, F&& f) {
     f(*store);
 }
 
+// What an undo may take away: dataDir itself and below, never its parents (/var/lib/cni
+// is shared with libcni and every other plugin, which create in it concurrently).
+std::vector<std::string> HostLocal::within_data_dir(const std::vector<std::string>& created) const {
+    std::string base = cfg_.data_dir;
+    while (base.size() > 1 && base.back() == '/') base.pop_back();
+    std::vector<std::string> out;
+    for (auto& d : created)
+        if (d == base || d.rfind(base + "/", 0) == 0) out.push_back(d);
+    return out;
+}
+
 cni::Result HostLocal::allocate(const Owner& owner, const std::vector<IpAddr>& requested, AllocationUndo* undo) {
     cni::Result res;
     res.routes = cfg_.routes;
@@ -85,10 +96,10 @@ cni::Result HostLocal::allocate(const Owner& owner, const std::vector<IpAddr>& r
     try {
         res.ips = alloc.allocate(o, requested);
     } catch (...) {
-        store.remove_created(store.created());   // the allocator released what it took
+        store.remove_created(within_data_dir(store.created()));   // the allocator released what it took
         throw;
     }
-    if (undo) *undo = {o, alloc.cursor_moves(), store.created()};
+    if (undo) *undo = {o, alloc.cursor_moves(), within_data_dir(store.created())};
     return res;
 }
 

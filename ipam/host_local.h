@@ -97,6 +97,8 @@ public:
     std::string own_dir() const;   ///< <dataDir>/.topocni/<network>: our index and temp files
 
 private:
+    std::vector<std::string> within_data_dir(const std::vector<std::string>& created) const;
+
     Config cfg_;
     std::string network_;
 };

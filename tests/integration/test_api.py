@@ -319,7 +319,7 @@ class ReleaseBinaryInAnEmptyRoot(ApiCase):
 
     def test_by_ipv6_loopback(self):
         api = self.start_api(host="::1")
-        self.check_server(api, f"https://[::1]:{api.port}", f"::1:{api.port}")
+        self.check_server(api, f"https://[::1]:{api.port}", f"[::1]:{api.port}")
 
 
 class ApiFailures(ApiCase):

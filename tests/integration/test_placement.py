@@ -581,9 +581,18 @@ if os.environ.get("CNI_COMMAND") == "ADD":
         self.assertError(out, 7, "delegate.type: plugin 'nosuchplugin' not found in CNI_PATH")
         out = self.run_plugin("ADD", self.mconf({"type": "../../bin/true"}), netns=path)
         self.assertError(out, 7, "delegate.type: '../../bin/true' must be a plugin name")
-        # A plugin that is not there holds nothing DEL could delete: DEL must not block the pod.
-        out = self.run_plugin("DEL", self.mconf({"type": "nosuchplugin"}), netns=path, path=REF_DIR)
+        # A plugin that is not there holds nothing of an attachment it never got an ADD for:
+        # that DEL must not block the pod.
+        out = self.run_plugin("DEL", self.mconf({"type": "nosuchplugin"}), container_id="never", netns=path, path=REF_DIR)
         self.assertOk(out)
+        # The delegate that got (and failed) an ADD keeps a record: its DEL is forwarded, and
+        # with the plugin gone that DEL fails, to be retried.
+        out = self.run_plugin("DEL", self.mconf({"type": "nosuchplugin"}), netns=path, path=REF_DIR)
+        self.assertError(out, 7, "not found in CNI_PATH")
+        # Its own DEL fails too (this fake fails every verb): the runtime sees it, as it would
+        # without topocni in between.
+        self.assertError(self.run_plugin("DEL", self.mconf({"type": "fakeplug"}), netns=path, path=bindir), 7,
+                         "delegate plugin 'fakeplug' DEL: bad vlan")
 
 
 if __name__ == "__main__":
