@@ -87,13 +87,7 @@ enum class Owner { Alive, Gone, Unknown };
 /// or whose directory is not there at all (not mounted here), proves nothing.
 Owner owner_of(const Record& r) {
     if (netns_exists(r.netns)) return Owner::Alive;
-    struct stat st;
-    if (r.netns.empty() || r.netns[0] != '/' || ::stat(r.netns.c_str(), &st) == 0 || errno != ENOENT)
-        return Owner::Unknown;
-    std::string dir = r.netns.substr(0, r.netns.rfind('/'));
-    if (r.netns.rfind("/proc/", 0) == 0) dir = "/proc/self";   // /proc/<pid> goes with its process
-    if (dir.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Owner::Unknown;
-    return Owner::Gone;
+    return netns_gone(r.netns) ? Owner::Gone : Owner::Unknown;
 }
 
 int collect(const CollectOptions& o) {

@@ -28,7 +28,8 @@ ipam::HostLocal store(const IpamOptions& o) {
 std::string owner_alive(const IpamOptions& o, const ipam::Reservation& r) {
     auto rec = read_record(o.state_dir, o.network, r.container_id, r.ifname);
     if (!rec || rec->netns.empty()) return "unknown";
-    return netns_exists(rec->netns) ? "yes" : "no";
+    if (netns_exists(rec->netns)) return "yes";
+    return netns_gone(rec->netns) ? "no" : "unknown";
 }
 
 int list(const IpamOptions& o) {
@@ -62,22 +63,18 @@ int release(const IpamOptions& o) {
 int gc(const IpamOptions& o) {
     // Only owners provably gone are collected: their attachment record names a netns
     // that no longer exists. Unknown owners (no record) are kept.
+    // Each gone owner is released by name: a "release all but these" would also take an
+    // address an ADD reserved between the listing and the release.
     auto s = store(o);
-    std::vector<ipam::Owner> keep;
     int collected = 0;
     for (auto& r : s.list()) {
-        if (owner_alive(o, r) == "no") {
-            std::printf("%s %s %s/%s\n", o.dry_run ? "would release" : "released", r.ip.str().c_str(),
-                        r.container_id.c_str(), r.ifname.c_str());
-            ++collected;
-        } else {
-            keep.push_back({r.container_id, r.ifname});
-        }
-    }
-    if (!o.dry_run && collected) {
-        s.gc(keep);
-        for (auto& rec : list_records(o.state_dir, o.network))
-            if (!netns_exists(rec.netns)) remove_record(o.state_dir, o.network, rec.container_id, rec.ifname);
+        if (owner_alive(o, r) != "no") continue;
+        std::printf("%s %s %s/%s\n", o.dry_run ? "would release" : "released", r.ip.str().c_str(),
+                    r.container_id.c_str(), r.ifname.c_str());
+        ++collected;
+        if (o.dry_run) continue;
+        s.release({r.container_id, r.ifname});
+        remove_record(o.state_dir, o.network, r.container_id, r.ifname);
     }
     std::printf("%d reservation(s) %s\n", collected, o.dry_run ? "collectable" : "collected");
     return 0;

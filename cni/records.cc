@@ -246,6 +246,13 @@ int64_t process_start_ns() {
     return start;
 }
 
+bool netns_gone(const std::string& path) {
+    struct stat st;
+    if (path.empty() || path[0] != '/' || ::stat(path.c_str(), &st) == 0 || errno != ENOENT) return false;
+    std::string dir = path.rfind("/proc/", 0) == 0 ? "/proc/self" : path.substr(0, path.rfind('/'));
+    return !dir.empty() && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 bool netns_exists(const std::string& path) {
     if (path.empty()) return false;
     struct statfs fs;

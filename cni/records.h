@@ -65,5 +65,10 @@ private:
 
 /// True when `path` still names a network namespace.
 bool netns_exists(const std::string& path);
+/// True only when `path` provably names no namespace any more: it does not exist while its
+/// directory does. A path that exists but is no namespace (a bind mount that did not
+/// propagate into this mount namespace), or whose directory is not there (not mounted
+/// here), proves nothing: false.
+bool netns_gone(const std::string& path);
 
 }  // namespace cni
