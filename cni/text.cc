@@ -44,24 +44,11 @@ bool valid_utf8(std::string_view s) {
     return true;
 }
 
-std::string utf8_escaped(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (size_t i = 0; i < s.size();) {
-        if (size_t n = sequence_length(s, i)) {
-            out.append(s.substr(i, n));
-            i += n;
-            continue;
-        }
-        char buf[5];
-        std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned char>(s[i]));
-        out += buf;
-        ++i;
-    }
-    return out;
-}
+namespace {
 
-std::string utf8_replaced(std::string_view s) {
+/// `s` with valid sequences copied and every other byte given to `other`.
+template <class F>
+std::string each_invalid_byte(std::string_view s, F&& other) {
     std::string out;
     out.reserve(s.size());
     for (size_t i = 0; i < s.size();) {
@@ -69,11 +56,24 @@ std::string utf8_replaced(std::string_view s) {
             out.append(s.substr(i, n));
             i += n;
         } else {
-            out += "\xEF\xBF\xBD";
-            ++i;
+            other(out, static_cast<unsigned char>(s[i++]));
         }
     }
     return out;
+}
+
+}  // namespace
+
+std::string utf8_escaped(std::string_view s) {
+    return each_invalid_byte(s, [](std::string& out, unsigned char b) {
+        char buf[5];
+        std::snprintf(buf, sizeof buf, "\\x%02X", b);
+        out += buf;
+    });
+}
+
+std::string utf8_replaced(std::string_view s) {
+    return each_invalid_byte(s, [](std::string& out, unsigned char) { out += "\xEF\xBF\xBD"; });
 }
 
 }  // namespace cni

@@ -140,7 +140,12 @@ bool is_regular(int at, const dirent& e) {
 
 }  // namespace
 
-std::vector<std::string> list_names(int at, const std::string& shown) {
+namespace {
+
+/// The names of the entries under `at` that `keep` accepts.
+template <class F>
+std::vector<std::string> names_where(int at, const std::string& shown, F&& keep) {
+    // A fresh fd for the directory: fdopendir takes it over and reads from offset 0.
     UniqueFd fd(::openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) fail_io("open directory", shown, errno);
     std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(fd.get()), ::closedir);
@@ -148,8 +153,16 @@ std::vector<std::string> list_names(int at, const std::string& shown) {
     fd.release();
     std::vector<std::string> names;
     while (const dirent* e = ::readdir(dir.get()))
-        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+        if (keep(*e)) names.emplace_back(e->d_name);
     return names;
+}
+
+}  // namespace
+
+std::vector<std::string> list_names(int at, const std::string& shown) {
+    return names_where(at, shown, [](const dirent& e) {
+        return std::strcmp(e.d_name, ".") != 0 && std::strcmp(e.d_name, "..") != 0;
+    });
 }
 
 void remove_tree(int at, const std::string& name, const std::string& shown) {
@@ -164,16 +177,7 @@ void remove_tree(int at, const std::string& name, const std::string& shown) {
 }
 
 std::vector<std::string> list_files(int at, const std::string& shown) {
-    // A fresh fd for the directory: fdopendir takes it over and reads from offset 0.
-    UniqueFd fd(::openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd) fail_io("open directory", shown, errno);
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(fd.get()), ::closedir);
-    if (!dir) fail_io("list directory", shown, errno);
-    fd.release();
-    std::vector<std::string> names;
-    while (const dirent* e = ::readdir(dir.get()))
-        if (is_regular(at, *e)) names.emplace_back(e->d_name);
-    return names;
+    return names_where(at, shown, [at](const dirent& e) { return is_regular(at, e); });
 }
 
 }  // namespace ipam::fs

@@ -174,17 +174,26 @@ class NetnsTestCase(unittest.TestCase):
             changed = sorted(p for p in set(now) & set(before) if now[p] != before[p])
             self.fail(f"{what}: files changed: added {added}, removed {gone}, changed {changed}")
 
-    def assertOnlyBookkeepingLeft(self, before, what=""):
-        """Whatever is new or changed since `before` is named bookkeeping (BOOKKEEPING)."""
+    def assertOnlyBookkeepingLeft(self, before, what="", state_dir=None, allowed=BOOKKEEPING):
+        """Whatever is new or changed since `before` matches one of `allowed` (named
+        bookkeeping). For a config whose stateDir is not the test's own (`state_dir`), what
+        is under it is named as if it were under state/."""
+        state_dir = state_dir or self.state_dir
         now = self.files()
         bad = []
         for p in sorted(set(now) | set(before)):
             if now.get(p) == before.get(p):
                 continue
             rel = os.path.relpath(p, self.tmp)
+            if p == state_dir or p.startswith(state_dir + "/"):
+                named = os.path.normpath(os.path.join("state", os.path.relpath(p, state_dir)))
+            elif rel == "state" or rel.startswith("state/"):
+                named = "(another stateDir)/" + rel   # the test's own stateDir, not this config's
+            else:
+                named = rel
             if p in before and p not in now:
                 bad.append(f"removed {rel}")
-            elif not is_bookkeeping(rel):
+            elif not any(r.fullmatch(named) for r in allowed):
                 bad.append(f"{'added' if p not in before else 'changed'} {rel}")
         if bad:
             self.fail(f"{what}: left behind: {bad}")

@@ -97,30 +97,6 @@ class PlacementCase(NetnsTestCase):
         directory under the test's temp dir (dataDir, stateDir and their parent), no exclusions."""
         return {"node links": self.node_links(), "files": self.files()}
 
-    def assertOnlyBookkeepingLeftIn(self, before, state_dir, what, allowed=BOOKKEEPING):
-        """cnitest's assertOnlyBookkeepingLeft, for a config whose stateDir may not be the
-        test's own (stateDir=<tmp>/s1): what is under `state_dir` is named as if it were under
-        state/, and whatever is new or changed since `before` must match one of `allowed`."""
-        state_dir = state_dir or self.state_dir
-        now = self.files()
-        bad = []
-        for p in sorted(set(now) | set(before)):
-            if now.get(p) == before.get(p):
-                continue
-            rel = os.path.relpath(p, self.tmp)
-            if p == state_dir or p.startswith(state_dir + "/"):
-                named = os.path.normpath(os.path.join("state", os.path.relpath(p, state_dir)))
-            elif rel == "state" or rel.startswith("state/"):
-                named = "(another stateDir)/" + rel   # the test's own stateDir, not this config's
-            else:
-                named = rel
-            if p not in now:
-                bad.append(f"removed {rel}")
-            elif not any(r.fullmatch(named) for r in allowed):
-                bad.append(f"{'added' if p not in before else 'changed'} {rel}")
-        if bad:
-            self.fail(f"{what}: left behind: {bad}")
-
     def add_refused(self, conf, code, *words, uid=POD0, container_id="c1", pod=None, label_cache=False):
         """ADD (CNI_ARGS of pod `uid`, none if None) fails with `code` naming `words`, and changes
         nothing: no link in the pod, the node's links and every file under the temp dir exactly
@@ -137,7 +113,7 @@ class PlacementCase(NetnsTestCase):
         self.assertEqual(set(self.links(pod)), {"lo"}, f"{what}: links in the pod")
         self.assertEqual(self.node_links(), before["node links"], f"{what}: node links")
         if label_cache:
-            self.assertOnlyBookkeepingLeftIn(before["files"], conf.get("stateDir"), what, allowed=LABEL_CACHE)
+            self.assertOnlyBookkeepingLeft(before["files"], what, state_dir=conf.get("stateDir"), allowed=LABEL_CACHE)
         else:
             self.assertFilesUnchanged(before["files"], what)
         after = self.snapshot()
@@ -166,7 +142,7 @@ class PlacementCase(NetnsTestCase):
                                       args=pod_args(uid)))
         self.assertOk(self.run_plugin("DEL", conf, container_id=container_id, netns=path, args=pod_args(uid)))
         self.assertEqual(set(self.links(pod)), {"lo"})
-        self.assertOnlyBookkeepingLeftIn(before, conf.get("stateDir"), "ADD, CHECK and DEL")
+        self.assertOnlyBookkeepingLeft(before, "ADD, CHECK and DEL", state_dir=conf.get("stateDir"))
         return out
 
     def outside_dir(self):
