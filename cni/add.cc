@@ -40,26 +40,15 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
         find_plugin(env.path, c.delegate->value("type", ""), "delegate.type");
         check_placement(ctx);
         // The record says the delegate got this ADD: a DEL the delegate fails for an
-        // attachment it never saw (one we refused) is then not the runtime's problem.
+        // attachment it never saw (one we refused) is then not the runtime's problem. It
+        // stays when the delegate fails too: that ADD may have changed things, and its DEL
+        // must be able to fail (see meta_del). So there is nothing to roll back here.
         NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
-        Rollback undo;
-        undo.add("network directory", [&] { gc_guard.release_created(); });
         Record rec = record_of(env, c);
         write_record(c.state_dir, rec);
-        undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
-        Output out;
-        try {
-            out = meta_run(env, c);
-        } catch (...) {
-            // The delegate got the ADD and may have changed things: its DEL must be able to
-            // fail, so the record stays until DEL (see meta_del).
-            undo.dismiss();
-            throw;
-        }
-        rec.result = *out;
+        rec.result = *meta_run(env, c);
         write_record(c.state_dir, rec);
-        undo.dismiss();
-        return out;
+        return rec.result;
     }
     auto attachment = make_attachment(c);
     require_ifname_free(pod, env.ifname);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cni/error.h"
+#include "cni/log.h"
 #include "netns/fd.h"
 
 extern char** environ;
@@ -42,6 +43,18 @@ std::string find_plugin(const std::vector<std::string>& path, const std::string&
     std::string dirs;
     for (auto& d : path) dirs += (dirs.empty() ? "" : ":") + d;
     throw Error(kInvalidConfig, key + ": plugin '" + type + "' not found in CNI_PATH '" + dirs + "'");
+}
+
+bool absent_plugin(const std::vector<std::string>& path, const std::string& type, const std::string& key,
+                   const std::function<bool()>& recorded) {
+    try {
+        find_plugin(path, type, key);
+        return false;
+    } catch (const Error& e) {
+        if (recorded()) throw;
+        log::warn(std::string(e.what()) + "; it got no ADD for this attachment, so it holds nothing of it");
+        return true;
+    }
 }
 
 std::string delegate(const std::vector<std::string>& path, const std::string& type, const std::string& command,

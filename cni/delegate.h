@@ -1,6 +1,7 @@
 // The spec's delegation protocol: run another plugin from CNI_PATH with our own
 // environment (CNI_COMMAND overridden) and the whole config on stdin.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,12 @@ namespace cni {
 /// plugin that fails raises its own error code and message, prefixed with its name.
 /// The executable for plugin `type` in CNI_PATH; code 7 naming `key` when it is not there.
 std::string find_plugin(const std::vector<std::string>& path, const std::string& type, const std::string& key);
+
+/// For DEL and GC: true when plugin `type` is not in CNI_PATH and so holds nothing to
+/// release (logged). That is so only without a record of an ADD it got (`recorded`,
+/// asked only then); with one, find_plugin's error is thrown, for a retry.
+bool absent_plugin(const std::vector<std::string>& path, const std::string& type, const std::string& key,
+                   const std::function<bool()>& recorded);
 
 std::string delegate(const std::vector<std::string>& path, const std::string& type, const std::string& command,
                      const std::string& stdin_text);

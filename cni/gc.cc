@@ -12,10 +12,18 @@
 namespace cni {
 
 namespace {
+
 bool dir_exists(const std::string& p) {
     struct stat st;
     return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+bool listed(const std::vector<ipam::Owner>& valid, const Record& r) {
+    for (auto& v : valid)
+        if (v.container_id == r.container_id && v.ifname == r.ifname) return true;
+    return false;
+}
+
 }  // namespace
 
 // GC releases everything of this network that belongs to an attachment not in
@@ -31,11 +39,9 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
         // Our records of attachments the runtime no longer lists (see meta_del) go too.
         if (c.valid_attachments && dir_exists(records_dir(c.state_dir, c.name))) {
             NetworkLock guard(c.state_dir, c.name, NetworkLock::Exclusive, 10000);
-            for (auto& r : list_records(c.state_dir, c.name)) {
-                bool listed = false;
-                for (auto& v : *c.valid_attachments) listed = listed || (v.container_id == r.container_id && v.ifname == r.ifname);
-                if (!listed && r.completed_ns < process_start_ns()) remove_record(c.state_dir, c.name, r.container_id, r.ifname);
-            }
+            for (auto& r : list_records(c.state_dir, c.name))
+                if (!listed(*c.valid_attachments, r) && r.completed_ns < process_start_ns())
+                    remove_record(c.state_dir, c.name, r.container_id, r.ifname);
         }
         return std::nullopt;
     }
@@ -57,9 +63,7 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
     auto& valid = *effective.valid_attachments;
     std::vector<Record> stale;
     for (auto& r : list_records(c.state_dir, c.name)) {
-        bool listed = false;
-        for (auto& v : valid) listed = listed || (v.container_id == r.container_id && v.ifname == r.ifname);
-        if (listed) continue;
+        if (listed(valid, r)) continue;
         if (r.completed_ns >= started) {
             valid.push_back({r.container_id, r.ifname});
             effective.raw["cni.dev/valid-attachments"].push_back({{"containerID", r.container_id}, {"ifname", r.ifname}});

@@ -2,7 +2,6 @@
 
 #include "cni/delegate.h"
 #include "cni/error.h"
-#include "cni/log.h"
 #include "cni/records.h"
 #include "cni/result.h"
 #include "ipam/allocator.h"
@@ -57,16 +56,10 @@ void ipam_del(const Env& env, const conf::NetConf& c) {
         store(c).release({env.container_id, env.ifname});
         return;
     }
-    // Without a record of an ADD, a plugin that is not there never allocated anything for
-    // this attachment (ADD checks it first): DEL must not fail for it. With one, the
-    // addresses it holds are real, and the error stays for a retry (CNI_PATH fixed).
-    try {
-        find_plugin(env.path, c.ipam_type, "ipam.type");
-    } catch (const Error& e) {
-        if (read_record(c.state_dir, c.name, env.container_id, env.ifname)) throw;
-        log::warn(std::string(e.what()) + "; nothing was allocated by it for this attachment");
+    // ADD checks the plugin first, so without a record it allocated nothing here.
+    if (absent_plugin(env.path, c.ipam_type, "ipam.type",
+                      [&] { return read_record(c.state_dir, c.name, env.container_id, env.ifname).has_value(); }))
         return;
-    }
     run(env, c, "DEL");
 }
 

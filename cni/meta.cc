@@ -2,7 +2,6 @@
 
 #include "cni/delegate.h"
 #include "cni/error.h"
-#include "cni/log.h"
 #include "cni/records.h"
 #include "cni/result.h"
 
@@ -39,18 +38,11 @@ json delegate_input(const Env& env, const conf::NetConf& c) {
 
 Output meta_run(const Env& env, const conf::NetConf& c) {
     std::string type = c.delegate->value("type", "");
-    if (env.verb == Verb::Del || env.verb == Verb::Gc) {
-        // A plugin that is not there holds nothing to delete, now or on any retry.
-        // Without a record of a delegated ADD, a plugin that is not there holds nothing of
-        // this attachment; with one, the error stays for a retry.
-        try {
-            find_plugin(env.path, type, "delegate.type");
-        } catch (const Error& e) {
-            if (env.verb == Verb::Del && read_record(c.state_dir, c.name, env.container_id, env.ifname)) throw;
-            log::warn(std::string(e.what()) + "; nothing to " + (env.verb == Verb::Del ? "delete" : "collect"));
-            return std::nullopt;
-        }
-    }
+    if ((env.verb == Verb::Del || env.verb == Verb::Gc) &&
+        absent_plugin(env.path, type, "delegate.type", [&] {
+            return env.verb == Verb::Del && read_record(c.state_dir, c.name, env.container_id, env.ifname).has_value();
+        }))
+        return std::nullopt;
     std::string out = run_plugin(env.path, type, env.command, delegate_input(env, c).dump(), "delegate plugin",
                                  "delegate.type");
     if (env.verb != Verb::Add) return std::nullopt;

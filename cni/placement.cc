@@ -44,23 +44,22 @@ std::optional<std::string> string_at(const json& j, const char* key) {
 
 // ---- the node's labels ----
 
+bool valid_node_name(const std::string& n) {
+    bool ok = !n.empty() && n.size() <= 253 && n.front() != '.' && n.front() != '-';
+    for (char ch : n) ok = ok && (std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) ||
+                                  ch == '-' || ch == '.');
+    return ok;
+}
+
 std::string node_name(const conf::Placement& p) {
     if (p.node_name) return *p.node_name;
     char buf[HOST_NAME_MAX + 1] = {};
     if (::gethostname(buf, sizeof buf - 1) < 0) fail_internal("failed to read the host name", errno);
     std::string n = buf;
     for (auto& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));   // as kubelet does
-    bool ok = !n.empty() && n.size() <= 253 && n.front() != '.' && n.front() != '-';
-    for (char ch : n) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.');
-    if (!ok) throw Error(kInvalidConfig, "nodeName: not set, and the host name '" + n + "' is no valid node name");
+    if (!valid_node_name(n))
+        throw Error(kInvalidConfig, "nodeName: not set, and the host name '" + n + "' is no valid node name");
     return n;
-}
-
-bool valid_node_name(const std::string& n) {
-    bool ok = !n.empty() && n.size() <= 253 && n.front() != '.' && n.front() != '-';
-    for (char ch : n) ok = ok && (std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) ||
-                                  ch == '-' || ch == '.');
-    return ok;
 }
 
 Labels read_labels_file(const std::string& path) {

@@ -178,12 +178,7 @@ public:
                 throw busy(*held, store);
             return;   // ours from a retried ADD, or a dead pod's: ADD restores it first
         }
-        if (tree.netdevs(pci).empty()) {
-            auto driver = tree.driver(pci);
-            if (!driver || !netns::sysfs::is_userspace_driver(*driver))
-                fail_config("deviceID: VF " + pci + " has no netdev on the node and is not bound to a userspace "
-                            "driver (driver: " + driver.value_or("none") + "); is it in use by another netns?");
-        }
+        if (tree.netdevs(pci).empty()) require_userspace_driver(tree, pci);
     }
 
     void add(Context& ctx, const Result& ipam, Result& result, Rollback& undo) override {
@@ -331,6 +326,14 @@ private:
         if (auto l = store.lock(tree, pci)) locks_.emplace(pci, std::move(*l));
     }
 
+    /// A VF without a netdev on the node is usable only bound to a userspace driver (DPDK).
+    static void require_userspace_driver(const netns::sysfs::Tree& tree, const std::string& pci) {
+        auto driver = tree.driver(pci);
+        if (!driver || !netns::sysfs::is_userspace_driver(*driver))
+            fail_config("deviceID: VF " + pci + " has no netdev on the node and is not bound to a userspace driver "
+                        "(driver: " + driver.value_or("none") + "); is it in use by another netns?");
+    }
+
     static Error busy(const VfRecord& held, const state::VfStore& store) {
         return Error(kDeviceBusy, "VF " + held.pci + " is in use by " + held.owner.str(),
                      "netns " + held.owner.netns + "; state record " + store.path(held.pci));
@@ -380,10 +383,7 @@ private:
             r.mtu = l->mtu;
             r.up = l->flags & IFF_UP;
         } else {
-            auto driver = tree.driver(r.pci);
-            if (!driver || !netns::sysfs::is_userspace_driver(*driver))
-                fail_config("deviceID: VF " + r.pci + " has no netdev on the node and is not bound to a userspace driver (driver: " +
-                            driver.value_or("none") + "); is it in use by another netns?");
+            require_userspace_driver(tree, r.pci);
             r.dpdk = true;
         }
         // A PF that reports no VF info (no SR-IOV driver) leaves the originals unknown:

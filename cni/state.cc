@@ -89,57 +89,52 @@ netns::vf::VfConfig config_from_json(const json& j) {
 
 }  // namespace
 
-std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode) {
+namespace {
+
+/// A complete, synced temp file beside `path`, holding `data` with exactly `mode` (not
+/// umask's), in its directory, created (`dir_mode`) when missing; the directories
+/// made are added to `created`. Returns its name.
+std::string synced_temp_beside(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode,
+                               std::vector<std::string>& created) {
     std::string dir = parent_of(path);
-    std::vector<std::string> created = ipam::fs::make_dirs(dir, 0700);
+    for (auto& d : ipam::fs::make_dirs(dir, dir_mode)) created.push_back(d);
     std::string tmp = dir + "/." + path.substr(dir.size() + 1) + ".tmp." + std::to_string(::getpid());
-    {
-        UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
-        if (!fd && errno == ENOENT) {
-            // A failed ADD elsewhere removed the directory it had created just now: again.
-            for (auto& d : ipam::fs::make_dirs(dir, 0700)) created.push_back(d);
-            fd = UniqueFd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
-        }
-        if (!fd) fail_io("create", tmp, errno);
-        try {
-            write_all(fd.get(), data, tmp);
-            if (::fsync(fd.get()) < 0) fail_io("sync", tmp, errno);
-        } catch (...) {
-            ::unlink(tmp.c_str());
-            throw;
-        }
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+    if (!fd && errno == ENOENT) {
+        // A failed ADD or a DEL elsewhere removed the directory it had created just now: again.
+        for (auto& d : ipam::fs::make_dirs(dir, dir_mode)) created.push_back(d);
+        fd = UniqueFd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
     }
+    if (!fd) fail_io("create", tmp, errno);
+    try {
+        if (::fchmod(fd.get(), mode) < 0) fail_io("set the mode of", tmp, errno);
+        write_all(fd.get(), data, tmp);
+        if (::fsync(fd.get()) < 0) fail_io("sync", tmp, errno);
+    } catch (...) {
+        ::unlink(tmp.c_str());
+        throw;
+    }
+    return tmp;
+}
+
+}  // namespace
+
+std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode) {
+    std::vector<std::string> created;
+    std::string tmp = synced_temp_beside(path, data, mode, 0700, created);
     if (::rename(tmp.c_str(), path.c_str()) < 0) {
         int err = errno;
         ::unlink(tmp.c_str());
         fail_io("replace", path, err);
     }
-    sync_dir(dir);
+    sync_dir(parent_of(path));
     return created;
 }
 
 bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode) {
-    std::string dir = parent_of(path);
-    ipam::fs::mkdir_p(dir, dir_mode);
-    std::string tmp = dir + "/." + path.substr(dir.size() + 1) + ".tmp." + std::to_string(::getpid());
-    {
-        UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
-        if (!fd && errno == ENOENT) {
-            // Another attachment's DEL removed the directory it had created, just now: again.
-            ipam::fs::mkdir_p(dir, dir_mode);
-            fd = UniqueFd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
-        }
-        if (!fd) fail_io("create", tmp, errno);
-        try {
-            // The mode is part of the contract (the device-info spec says 0444): not umask's.
-            if (::fchmod(fd.get(), mode) < 0) fail_io("set the mode of", tmp, errno);
-            write_all(fd.get(), data, tmp);
-            if (::fsync(fd.get()) < 0) fail_io("sync", tmp, errno);
-        } catch (...) {
-            ::unlink(tmp.c_str());
-            throw;
-        }
-    }
+    std::vector<std::string> created;   // the caller knows them (state::missing_dirs) before
+    // The mode is part of the contract (the device-info spec says 0444).
+    std::string tmp = synced_temp_beside(path, data, mode, dir_mode, created);
     // link() fails with EEXIST instead of replacing, unlike rename(): a file that appeared
     // meanwhile (the runtime's copy of the device plugin's) wins.
     int rc = ::link(tmp.c_str(), path.c_str());
@@ -147,7 +142,7 @@ bool create_once(const std::string& path, const std::string& data, unsigned mode
     ::unlink(tmp.c_str());
     if (rc < 0 && err == EEXIST) return false;
     if (rc < 0) fail_io("create", path, err);
-    sync_dir(dir);
+    sync_dir(parent_of(path));
     return true;
 }
 
