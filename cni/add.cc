@@ -18,6 +18,7 @@ Record record_of(const Env& env, const conf::NetConf& c) {
     Record r{c.name, env.container_id, env.ifname, env.netns, nullptr, 0, record_config(c.raw), "", ""};
     for (auto& dir : env.path) r.cni_path += (r.cni_path.empty() ? "" : ":") + dir;
     for (auto& [k, v] : env.args.all) r.cni_args += (r.cni_args.empty() ? "" : ";") + k + "=" + v;
+    r.link = attachment_link(c);
     return r;
 }
 
@@ -38,7 +39,7 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     // Placement is checked before anything changes, so a refused pod leaves no trace.
     if (c.delegate) {
         find_plugin(env.path, c.delegate->value("type", ""), "delegate.type");
-        check_placement(ctx);
+        check_placement(ctx, true);
         // The record says the delegate got this ADD: a DEL the delegate fails for an
         // attachment it never saw (one we refused) is then not the runtime's problem. It
         // stays when the delegate fails too: that ADD may have changed things, and its DEL
@@ -54,7 +55,7 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     require_ifname_free(pod, env.ifname);
     attachment->preflight(ctx);
     ipam_preflight(env, c);
-    check_placement(ctx);
+    check_placement(ctx, true);
 
     // Held until we return: GC of this network waits for us and we for it.
     NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
@@ -65,6 +66,7 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     Record rec = record_of(env, c);
     write_record(c.state_dir, rec);
     undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
+    admit_bandwidth(ctx, undo);
     Result ipam = ipam_add(env, c, undo);
     failpoint("after-ipam");
 

@@ -16,7 +16,7 @@ Output cmd_check(const Env& env, const conf::NetConf& c) {
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
     Context ctx{env, c, host, &pod};
-    check_placement(ctx);   // a violation that appeared since ADD is reported
+    check_placement(ctx, false);   // a violation that appeared since ADD is reported
     if (c.delegate) return meta_run(env, c);
     ipam_check(env, c, *c.prev_result);
     make_attachment(c)->check(ctx, *c.prev_result);

@@ -14,10 +14,17 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "cni/cli.h"
 #include "cni/error.h"
+#include "cni/ledger.h"
+#include "cni/placement.h"
+#include "cni/records.h"
+#include "cni/refusals.h"
+#include "conf/netconf.h"
+#include "ipam/usage.h"
 
 namespace cni::cli {
 
@@ -73,52 +80,250 @@ int numa_of(const std::string& dev_dir) {
 std::string numa_key(int n) { return n < 0 ? "numa-unknown" : "numa" + std::to_string(n); }
 
 struct Options {
-    std::string output, sysfs_root = "/sys", state_dir = "/var/lib/cni/topocni";
+    std::string output, sysfs_root = "/sys", state_dir = "/var/lib/cni/topocni", format = "nfd";
 };
 
-std::string report(const Options& o) {
-    std::ostringstream out;
-    out << "# topocni node-report: secondary-network resources of this node\n";
-    auto nodes = entries(o.sysfs_root + "/devices/system/node");
+// ---- what the node has: gathered once, rendered as NFD labels or Prometheus metrics ----
+
+struct Pf {
+    std::string name, pci;
+    int numa = -1;
+    std::string total;
+    int configured = 0, free_vfs = 0;
+};
+
+struct LinkBandwidth {
+    std::string link;                 ///< ledger name: master interface or PF PCI address
+    double capacity_bps = 0;          ///< capacity x overcommit: what admission compares against
+    double committed_egress = 0, committed_ingress = 0;
+};
+
+struct PoolUse {
+    std::string network, range_set;
+    unsigned __int128 size = 0, used = 0;
+};
+
+struct Facts {
     int numa_count = 0;
-    for (auto& n : nodes) numa_count += n.rfind("node", 0) == 0 && n.size() > 4 && std::isdigit(n[4]);
-    out << kPrefix << "numa-nodes=" << numa_count << "\n";
+    std::vector<Pf> pfs;
+    std::vector<std::pair<std::string, std::string>> speeds;   ///< ifname -> Mb/s
+    std::vector<LinkBandwidth> bandwidth;
+    std::map<std::tuple<std::string, std::string, std::string>, int> attachments;   ///< (network, kind, link) -> n
+    std::vector<PoolUse> pools;
+    refusals::Counts refused;
+};
+
+std::string attachment_kind(const nlohmann::json& config) {
+    if (config.contains("delegate")) return "delegate";
+    auto a = config.find("attachment");
+    return a != config.end() && a->is_string() ? a->get<std::string>() : "veth";
+}
+
+void gather_records(const Options& o, Facts& f) {
+    for (auto& network : entries(o.state_dir + "/attachments")) {
+        std::vector<Record> recs = list_records(o.state_dir, network);
+        const Record* latest = nullptr;
+        for (auto& r : recs) {
+            if (r.result.is_null()) continue;   // ADD in flight, or died: not an attachment
+            ++f.attachments[{network, attachment_kind(r.config), r.link}];
+            if (!latest || r.completed_ns > latest->completed_ns) latest = &r;
+        }
+        // The pool as the network's newest attachment configured it.
+        if (!latest || !latest->config.is_object()) continue;
+        try {
+            auto c = conf::parse(latest->config.dump(), {});
+            auto pool = host_local_pool(c);
+            if (!pool) continue;
+            for (auto& u : ipam::pool_usage(*pool, c.name))
+                f.pools.push_back({network, u.range_set, u.size, u.held.size()});
+        } catch (const std::exception&) {
+            continue;   // a config this version cannot read: its pool is not reported
+        }
+    }
+}
+
+void gather_bandwidth(const Options& o, Facts& f, const std::map<std::string, std::string>& pf_names) {
+    std::set<std::string> seen;
+    for (auto& link : ledger::links(o.state_dir)) {
+        LinkBandwidth b{link};
+        for (auto& e : ledger::entries(o.state_dir, link)) {
+            b.committed_egress += double(e.egress_bps);
+            b.committed_ingress += double(e.ingress_bps);
+            if (e.capacity_bps) b.capacity_bps = double(e.capacity_bps) * e.overcommit;
+        }
+        if (b.capacity_bps == 0) {   // nothing committed now: the link's own speed
+            std::string ifname = pf_names.count(link) ? pf_names.at(link) : link;
+            auto speed = read_trim(o.sysfs_root + "/class/net/" + ifname + "/speed");
+            if (speed.empty() || speed[0] == '-') continue;
+            b.capacity_bps = std::atof(speed.c_str()) * 1e6;
+        }
+        seen.insert(link);
+        if (pf_names.count(link)) seen.insert(pf_names.at(link));
+        f.bandwidth.push_back(b);
+    }
+    // Every other physical link with a known speed: all of it is free.
+    for (auto& [ifname, speed] : f.speeds)
+        if (!seen.count(ifname)) f.bandwidth.push_back({ifname, std::atof(speed.c_str()) * 1e6, 0, 0});
+}
+
+Facts gather(const Options& o) {
+    Facts f;
+    for (auto& n : entries(o.sysfs_root + "/devices/system/node"))
+        f.numa_count += n.rfind("node", 0) == 0 && n.size() > 4 && std::isdigit(n[4]);
 
     std::set<std::string> used_vfs;   // VF PCI addresses with a topocni state record
-    for (auto& f : entries(o.state_dir + "/sriov"))
-        if (f.size() > 5 && f.substr(f.size() - 5) == ".json") used_vfs.insert(f.substr(0, f.size() - 5));
+    for (auto& file : entries(o.state_dir + "/sriov"))
+        if (file.size() > 5 && file.substr(file.size() - 5) == ".json") used_vfs.insert(file.substr(0, file.size() - 5));
 
-    std::map<int, int> free_per_numa, total_per_numa;
-    int pfs = 0;
+    std::map<std::string, std::string> pf_names;   // PF PCI -> netdev
     std::string net = o.sysfs_root + "/class/net";
     for (auto& ifname : entries(net)) {
         std::string dev = net + "/" + ifname + "/device";
         if (!exists(dev)) continue;                       // virtual device
         if (exists(dev + "/physfn")) continue;            // a VF, counted under its PF
-        std::string name = label_name(ifname);
         auto speed = read_trim(net + "/" + ifname + "/speed");
-        if (!speed.empty() && speed[0] != '-') out << kPrefix << "link." << name << ".speed-mbps=" << speed << "\n";
+        if (!speed.empty() && speed[0] != '-') f.speeds.push_back({ifname, speed});
         auto total = read_trim(dev + "/sriov_totalvfs");
         if (total.empty() || total == "0") continue;
-        ++pfs;
-        int numa = numa_of(dev);
-        int configured = std::atoi(read_trim(dev + "/sriov_numvfs").c_str());
-        int free_vfs = 0;
-        for (int i = 0; i < configured; ++i) {
+        Pf pf{ifname, basename_of_link(dev), numa_of(dev), total};
+        pf.configured = std::atoi(read_trim(dev + "/sriov_numvfs").c_str());
+        for (int i = 0; i < pf.configured; ++i) {
             auto vf = basename_of_link(dev + "/virtfn" + std::to_string(i));
-            if (!vf.empty() && !used_vfs.count(vf)) ++free_vfs;
+            if (!vf.empty() && !used_vfs.count(vf)) ++pf.free_vfs;
         }
-        out << kPrefix << "sriov-pf." << name << ".total-vfs=" << total << "\n";
-        out << kPrefix << "sriov-pf." << name << ".configured-vfs=" << configured << "\n";
-        out << kPrefix << "sriov-pf." << name << ".free-vfs=" << free_vfs << "\n";
-        out << kPrefix << "sriov-pf." << name << ".numa-node=" << numa << "\n";
-        total_per_numa[numa] += configured;
-        free_per_numa[numa] += free_vfs;
+        pf_names[pf.pci] = ifname;
+        f.pfs.push_back(pf);
     }
-    out << kPrefix << "sriov-capable=" << (pfs > 0 ? "true" : "false") << "\n";
+    gather_bandwidth(o, f, pf_names);
+    gather_records(o, f);
+    f.refused = refusals::read(o.state_dir);
+    return f;
+}
+
+long long whole_gbps(double bps) { return bps <= 0 ? 0 : static_cast<long long>(bps / 1e9); }
+
+std::string render_nfd(const Facts& f) {
+    std::ostringstream out;
+    out << "# topocni node-report: secondary-network resources of this node\n";
+    out << kPrefix << "numa-nodes=" << f.numa_count << "\n";
+    for (auto& [ifname, speed] : f.speeds) out << kPrefix << "link." << label_name(ifname) << ".speed-mbps=" << speed << "\n";
+    std::map<int, int> free_per_numa, total_per_numa;
+    for (auto& pf : f.pfs) {
+        std::string name = label_name(pf.name);
+        out << kPrefix << "sriov-pf." << name << ".total-vfs=" << pf.total << "\n";
+        out << kPrefix << "sriov-pf." << name << ".configured-vfs=" << pf.configured << "\n";
+        out << kPrefix << "sriov-pf." << name << ".free-vfs=" << pf.free_vfs << "\n";
+        out << kPrefix << "sriov-pf." << name << ".numa-node=" << pf.numa << "\n";
+        total_per_numa[pf.numa] += pf.configured;
+        free_per_numa[pf.numa] += pf.free_vfs;
+    }
+    out << kPrefix << "sriov-capable=" << (f.pfs.empty() ? "false" : "true") << "\n";
     for (auto& [numa, n] : total_per_numa) {
         out << kPrefix << "sriov-" << numa_key(numa) << ".configured-vfs=" << n << "\n";
-        out << kPrefix << "sriov-" << numa_key(numa) << ".free-vfs=" << free_per_numa[numa] << "\n";
+        out << kPrefix << "sriov-" << numa_key(numa) << ".free-vfs=" << free_per_numa.at(numa) << "\n";
+    }
+    // Whole Gb/s, rounded down: a label that changed with every pod would churn the Node object.
+    for (auto& b : f.bandwidth) {
+        std::string name = label_name(b.link);
+        out << kPrefix << "bandwidth." << name << ".capacity-gbps=" << whole_gbps(b.capacity_bps) << "\n";
+        out << kPrefix << "bandwidth." << name << ".egress-free-gbps=" << whole_gbps(b.capacity_bps - b.committed_egress) << "\n";
+        out << kPrefix << "bandwidth." << name << ".ingress-free-gbps=" << whole_gbps(b.capacity_bps - b.committed_ingress) << "\n";
+    }
+    std::map<std::string, unsigned __int128> free_per_network;
+    for (auto& p : f.pools) free_per_network[p.network] += p.size > p.used ? p.size - p.used : 0;
+    for (auto& [network, n] : free_per_network)
+        out << kPrefix << "ipam." << label_name(network) << ".free-addresses=" << ipam::count_text(n) << "\n";
+    return out.str();
+}
+
+// ---- Prometheus text format (node_exporter's textfile collector) ----
+
+std::string escape_label(const std::string& v) {
+    std::string out;
+    for (char ch : v) {
+        if (ch == '\\') out += "\\\\";
+        else if (ch == '"') out += "\\\"";
+        else if (ch == '\n') out += "\\n";
+        else out += ch;
+    }
+    return out;
+}
+
+std::string number(double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+}
+
+std::string number(unsigned __int128 v) {
+    if (v > static_cast<unsigned __int128>(1) << 62) return number(static_cast<double>(v));
+    return std::to_string(static_cast<unsigned long long>(v));
+}
+
+class Family {
+public:
+    Family(std::ostream& out, const char* name, const char* type, const char* help) : out_(out), name_(name) {
+        out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+    }
+    template <class V>
+    void sample(std::initializer_list<std::pair<const char*, std::string>> labels, V value) {
+        out_ << name_ << "{";
+        bool first = true;
+        for (auto& [k, v] : labels) {
+            out_ << (first ? "" : ",") << k << "=\"" << escape_label(v) << "\"";
+            first = false;
+        }
+        out_ << "} " << number(value) << "\n";
+    }
+
+private:
+    std::ostream& out_;
+    const char* name_;
+};
+
+std::string render_prometheus(const Facts& f) {
+    std::ostringstream out;
+    {
+        Family m(out, "topocni_bandwidth_capacity_bps", "gauge",
+                 "Bandwidth topocni admits on a link per direction: topology.linkCapacityMbps, else the link speed, "
+                 "times topology.bandwidthOvercommit (bits per second).");
+        for (auto& b : f.bandwidth)
+            for (const char* d : {"egress", "ingress"}) m.sample({{"master", b.link}, {"direction", d}}, b.capacity_bps);
+    }
+    {
+        Family m(out, "topocni_bandwidth_committed_bps", "gauge",
+                 "Bandwidth committed to the attachments on a link per direction, from the admission ledger (bits per second).");
+        for (auto& b : f.bandwidth) {
+            m.sample({{"master", b.link}, {"direction", "egress"}}, b.committed_egress);
+            m.sample({{"master", b.link}, {"direction", "ingress"}}, b.committed_ingress);
+        }
+    }
+    {
+        Family m(out, "topocni_vfs_total", "gauge", "SR-IOV VFs configured on a PF (sriov_numvfs).");
+        for (auto& pf : f.pfs) m.sample({{"pf", pf.name}, {"numa_node", std::to_string(pf.numa)}}, double(pf.configured));
+    }
+    {
+        Family m(out, "topocni_vfs_free", "gauge", "SR-IOV VFs of a PF that no topocni attachment holds.");
+        for (auto& pf : f.pfs) m.sample({{"pf", pf.name}, {"numa_node", std::to_string(pf.numa)}}, double(pf.free_vfs));
+    }
+    {
+        Family m(out, "topocni_attachments", "gauge", "Attachments topocni made that are in place, by network, kind and link.");
+        for (auto& [key, n] : f.attachments)
+            m.sample({{"network", std::get<0>(key)}, {"attachment", std::get<1>(key)}, {"master", std::get<2>(key)}}, double(n));
+    }
+    {
+        Family m(out, "topocni_ipam_addresses", "gauge", "Addresses of a host-local range set, free or used.");
+        for (auto& p : f.pools) {
+            m.sample({{"network", p.network}, {"range_set", p.range_set}, {"state", "free"}},
+                     p.size > p.used ? p.size - p.used : static_cast<unsigned __int128>(0));
+            m.sample({{"network", p.network}, {"range_set", p.range_set}, {"state", "used"}}, p.used);
+        }
+    }
+    {
+        Family m(out, "topocni_placement_refusals_total", "counter",
+                 "ADDs refused with code 100, per network and failed constraint (kept in <stateDir>/metrics).");
+        for (auto& [network, per] : f.refused)
+            for (auto& [constraint, n] : per) m.sample({{"network", network}, {"constraint", constraint}}, double(n));
     }
     return out.str();
 }
@@ -147,13 +352,20 @@ void add_node_report(CLI::App& app, int& status) {
     auto* cmd = app.add_subcommand("node-report", "Report this node's network resources as NFD feature labels");
     cmd->add_option("--output", o->output, "write the feature file here atomically (default: stdout)");
     cmd->add_option("--sysfs-root", o->sysfs_root, "sysfs mount point")->capture_default_str();
-    cmd->add_option("--state-dir", o->state_dir, "topocni stateDir (VFs in use)")->capture_default_str();
+    cmd->add_option("--state-dir", o->state_dir, "topocni stateDir (VFs in use, bandwidth ledger, refusals)")
+        ->capture_default_str();
+    cmd->add_option("--format", o->format, "nfd (key=value feature lines) or prometheus (text exposition format)")
+        ->check(CLI::IsMember({"nfd", "prometheus"}))
+        ->capture_default_str();
     cmd->footer("Examples:\n  topocni node-report\n"
                 "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni\n"
                 "Labels (prefix topocni.io/): numa-nodes, sriov-capable, sriov-pf.<pf>.{total,configured,free}-vfs,\n"
-                "sriov-pf.<pf>.numa-node, sriov-numa<N>.{configured,free}-vfs, link.<if>.speed-mbps.");
+                "sriov-pf.<pf>.numa-node, sriov-numa<N>.{configured,free}-vfs, link.<if>.speed-mbps,\n"
+                "bandwidth.<link>.{capacity,egress-free,ingress-free}-gbps, ipam.<network>.free-addresses.\n"
+                "  topocni node-report --format prometheus --output /var/lib/node_exporter/textfile_collector/topocni.prom");
     cmd->callback([o, &status] {
-        auto text = report(*o);
+        Facts f = gather(*o);
+        auto text = o->format == "prometheus" ? render_prometheus(f) : render_nfd(f);
         if (o->output.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
         else write_atomically(o->output, text);
         status = 0;

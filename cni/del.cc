@@ -6,7 +6,9 @@
 #include "cni/log.h"
 #include "cni/meta.h"
 #include "cni/pod_netns.h"
+#include "cni/ledger.h"
 #include "cni/records.h"
+#include "cni/shaping.h"
 #include "cni/verbs.h"
 
 namespace cni {
@@ -49,6 +51,8 @@ Output cmd_del(const Env& env, const conf::NetConf& c) {
     std::optional<netns::Handle> pod = open_pod_netns_if_present(env.netns, host);
     Context ctx{env, c, host, pod ? &*pod : nullptr};
     make_attachment(c)->del(ctx);
+    unshape(ctx, c.attachment != conf::Attachment::Veth);
+    ledger::remove_everywhere(c.state_dir, c.name, env.container_id, env.ifname);
     remove_record(c.state_dir, c.name, env.container_id, env.ifname);
     return std::nullopt;
 }

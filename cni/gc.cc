@@ -6,6 +6,7 @@
 #include "cni/log.h"
 #include "ipam/host_local.h"
 #include "cni/meta.h"
+#include "cni/ledger.h"
 #include "cni/records.h"
 #include "cni/verbs.h"
 
@@ -78,10 +79,18 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
     ctx.stale = &stale;
     try {
         make_attachment(c)->gc(ctx);
-        for (auto& r : stale) remove_record(c.state_dir, c.name, r.container_id, r.ifname);
+        for (auto& r : stale) {
+            ledger::remove_everywhere(c.state_dir, c.name, r.container_id, r.ifname);
+            remove_record(c.state_dir, c.name, r.container_id, r.ifname);
+        }
     } catch (const Error& e) {
         errors += (errors.empty() ? "" : "; ") + std::string(e.what());
     }
+    // Entries whose record was lost: the ledger must not keep bandwidth of a pod that is gone.
+    for (auto& link : ledger::links(c.state_dir))
+        for (auto& e : ledger::entries(c.state_dir, link))
+            if (e.network == c.name && !listed(valid, Record{e.network, e.container_id, e.ifname}))
+                ledger::remove(c.state_dir, link, e.network, e.container_id, e.ifname);
     guard.release_created();   // a records directory GC had to create for the lock, when still empty
     if (!errors.empty()) throw Error(kInternal, "GC incomplete: " + errors);
     return std::nullopt;

@@ -11,6 +11,10 @@ namespace cni {
 /// DEL finds the host end from the CNI_* variables alone. NetworkManager ignores veth*.
 std::string host_link_name(const std::string& container_id, const std::string& ifname);
 
+/// "ifb" + 12 hex digits of the same hash: the ifb device that shapes what the pod sends
+/// (veth: on the node) or receives (macvlan, SR-IOV: in the pod).
+std::string ifb_link_name(const std::string& container_id, const std::string& ifname);
+
 /// IFLA_IFALIAS put on host links we create: "topocni <network> <containerID> <ifname>".
 /// GC uses it to find links of stale attachments of one network.
 std::string owner_alias(const std::string& network, const std::string& container_id, const std::string& ifname);

@@ -10,6 +10,7 @@
 #include "cni/error.h"
 #include "cni/failpoint.h"
 #include "cni/ifconfig.h"
+#include "cni/shaping.h"
 #include "netns/netlink.h"
 #include "netns/sysctl.h"
 
@@ -91,6 +92,8 @@ public:
             failpoint("after-addresses");
             link = *s.get_link(index);
         });
+        shape_in_pod(ctx, true, undo);
+        failpoint("after-shaping");
         result.interfaces.push_back({.name = link.name, .mac = link.mac, .mtu = link.mtu, .sandbox = ctx.env.netns});
         result.ips = ipam.ips;
         for (auto& ip : result.ips) ip.interface = 0;

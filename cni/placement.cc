@@ -16,12 +16,15 @@
 #include "cni/error.h"
 #include "cni/kube.h"
 #include "cni/labels.h"
+#include "cni/ledger.h"
+#include "cni/refusals.h"
 #include "cni/log.h"
 #include "cni/state.h"
 #include "cni/topology.h"
 #include "cni/yaml.h"
 #include "conf/fields.h"
 #include "ipam/range.h"
+#include "ipam/usage.h"
 #include "netns/sysfs.h"
 
 namespace cni {
@@ -383,48 +386,123 @@ ipam::Config pool_config(const conf::NetConf& c) {
     }
 }
 
-unsigned __int128 as_number(const ipam::IpAddr& a) {
-    unsigned __int128 v = 0;
-    for (int i = 0; i < a.size(); ++i) v = (v << 8) | a.b[static_cast<size_t>(i)];
-    return v;
-}
-
-std::string count_text(unsigned __int128 v) {
-    if (v > static_cast<unsigned __int128>(1) << 62) return "more than 2^62";
-    return std::to_string(static_cast<unsigned long long>(v));
-}
-
 Verdict check_free_addresses(const conf::NetConf& c, const PodInfo& pod) {
     const auto& t = *c.placement->topology;
     long long min = *t.min_free_addresses;
-    ipam::Config cfg = pool_config(c);
-    ipam::HostLocal store(cfg, c.name);
-    // Listing opens (and so creates) the store; a pool nobody used yet has no reservations.
-    std::vector<ipam::Reservation> held = exists(store.dir()) ? store.list() : std::vector<ipam::Reservation>{};
     bool ok = true;
     std::string facts;
-    for (auto& set : cfg.ranges) {
-        unsigned __int128 size = 0;
-        for (auto& r : set) {
-            size += as_number(r.end) - as_number(r.start) + 1;
-            if (r.contains(r.gateway)) size -= 1;   // the allocator never hands out a gateway
-        }
-        unsigned __int128 taken = 0;
+    for (auto& u : ipam::pool_usage(pool_config(c), c.name)) {
+        unsigned __int128 taken = u.held.size();
         bool mine = false;
-        for (auto& r : held) {
-            if (!ipam::range_for(set, r.ip)) continue;
-            ++taken;
+        for (auto& r : u.held)
             mine = mine || (!pod.container_id.empty() && r.container_id == pod.container_id && r.ifname == pod.ifname);
-        }
         unsigned __int128 need = taken + (mine ? 0 : 1);
-        unsigned __int128 after = size > need ? size - need : 0;
+        unsigned __int128 after = u.size > need ? u.size - need : 0;
         if (after < static_cast<unsigned __int128>(min)) ok = false;
-        facts += (facts.empty() ? "" : "; ") + std::string("range set ") + ipam::to_string(set) + ": " +
-                 count_text(size) + " addresses, " + count_text(taken) + " reserved, " + count_text(after) +
-                 " free after this allocation";
+        facts += (facts.empty() ? "" : "; ") + std::string("range set ") + u.range_set + ": " +
+                 ipam::count_text(u.size) + " addresses, " + ipam::count_text(taken) + " reserved, " +
+                 ipam::count_text(after) + " free after this allocation";
     }
     return {"topology.minFreeAddresses", ok, false, facts + "; minFreeAddresses " + std::to_string(min)};
 }
+
+// ---- bandwidth admission ----
+
+std::string rate_text(double bps) {
+    char buf[48];
+    if (bps <= 0) return "0 b/s";
+    if (bps >= 1e9 && static_cast<uint64_t>(bps) % 1'000'000'000 == 0) std::snprintf(buf, sizeof buf, "%.0f Gb/s", bps / 1e9);
+    else if (bps >= 1e6) std::snprintf(buf, sizeof buf, "%.6g Mb/s", bps / 1e6);
+    else std::snprintf(buf, sizeof buf, "%.6g kb/s", bps / 1e3);
+    return buf;
+}
+
+/// The link a device shares: a master by name, a VF's PF by PCI address.
+struct SharedLink {
+    std::string key;     ///< ledger name: "eth1", "0000:03:00.0"
+    std::string label;   ///< "master 'eth1'", "PF 0000:03:00.0 of VF 0000:03:02.1"
+    std::string none_why;
+};
+
+SharedLink shared_link(const conf::NetConf& c, const Device& d) {
+    if (d.kind == Device::Kind::None) return {"", "", d.none_why};
+    if (d.kind == Device::Kind::Master) return {d.name, d.label, ""};
+    auto pf = netns::sysfs::Tree(c.sysfs_root).physfn(d.name);
+    if (!pf) return {"", "", d.label + " is no VF (no physfn in sysfs)"};
+    return {*pf, "PF " + *pf + " of " + d.label, ""};
+}
+
+bool same_owner(const ledger::Entry& e, const conf::NetConf& c, const PodInfo& pod) {
+    return e.network == c.name && e.container_id == pod.container_id && e.ifname == pod.ifname;
+}
+
+}  // namespace
+
+BandwidthAdmission evaluate_bandwidth(const conf::NetConf& c, const PodInfo& pod) {
+    const char* name = "bandwidth";
+    BandwidthAdmission out;
+    const conf::Bandwidth& bw = *c.bandwidth;
+    uint64_t egress = bw.egress ? bw.egress->rate_bps : 0, ingress = bw.ingress ? bw.ingress->rate_bps : 0;
+    out.entry = {c.name, pod.container_id, pod.ifname, egress, ingress, 0, 1.0, ""};
+    std::string asked = "asks egress " + rate_text(double(egress)) + ", ingress " + rate_text(double(ingress));
+    const conf::Topology* t = c.placement && c.placement->topology ? &*c.placement->topology : nullptr;
+    bool deny = t && t->deny_unknown;
+    double overcommit = t ? t->bandwidth_overcommit : 1.0;
+    Device d = resolve_device(c);
+    SharedLink link = shared_link(c, d);
+    if (link.key.empty()) {
+        out.verdict = unknown(name, link.none_why + ": no shared link to admit on; " + asked, deny);
+        return out;
+    }
+    out.link = link.key;
+    std::optional<double> capacity;
+    std::string source;
+    if (t && t->link_capacity_mbps) {
+        capacity = double(*t->link_capacity_mbps) * 1e6;
+        source = "topology.linkCapacityMbps";
+    } else if (Fact speed = link_speed(d, c.sysfs_root); speed.value) {
+        capacity = double(*speed.value) * 1e6;
+        source = "link speed";
+    } else {
+        out.verdict = unknown(name, speed.text + " and topology.linkCapacityMbps is not set; " + asked, deny);
+        return out;
+    }
+    out.entry.capacity_bps = static_cast<uint64_t>(*capacity);
+    out.entry.overcommit = overcommit;
+    out.entry.capacity_source = source;
+    double limit = *capacity * overcommit;
+    double used_e = 0, used_i = 0;
+    std::string by;
+    int others = 0;
+    for (auto& e : ledger::entries(c.state_dir, link.key)) {
+        if (same_owner(e, c, pod)) continue;   // CHECK of an admitted attachment
+        used_e += double(e.egress_bps);
+        used_i += double(e.ingress_bps);
+        if (++others <= 4)
+            by += std::string(by.empty() ? "" : ", ") + e.network + "/" + e.container_id.substr(0, 12) + "/" + e.ifname +
+                  " (egress " + rate_text(double(e.egress_bps)) + ", ingress " + rate_text(double(e.ingress_bps)) + ")";
+    }
+    if (others > 4) by += ", and " + std::to_string(others - 4) + " more";
+    // A direction this attachment adds nothing to cannot be the one it oversubscribes
+    // (the link may already be over a capacity lowered since).
+    bool ok_e = egress == 0 || used_e + double(egress) <= limit;
+    bool ok_i = ingress == 0 || used_i + double(ingress) <= limit;
+    std::string facts = link.label + ": capacity " + rate_text(*capacity) + " (" + source + ")";
+    if (overcommit != 1.0) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", overcommit);
+        facts += " x bandwidthOvercommit " + std::string(buf) + " = " + rate_text(limit);
+    }
+    facts += "; committed egress " + rate_text(used_e) + ", ingress " + rate_text(used_i) +
+             (by.empty() ? " (no other attachment)" : " by " + by) + "; this attachment " + asked;
+    if (!ok_e) facts += "; egress would reach " + rate_text(used_e + double(egress)) + " > " + rate_text(limit);
+    if (!ok_i) facts += "; ingress would reach " + rate_text(used_i + double(ingress)) + " > " + rate_text(limit);
+    out.verdict = {name, ok_e && ok_i, false, facts};
+    out.admitted = ok_e && ok_i;
+    return out;
+}
+
+namespace {
 
 template <class F>
 void run(std::vector<Verdict>& out, const char* name, const EvalOptions& opt, F&& f) {
@@ -445,6 +523,7 @@ void run(std::vector<Verdict>& out, const char* name, const EvalOptions& opt, F&
 
 std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const PodInfo& pod, const EvalOptions& opt) {
     std::vector<Verdict> out;
+    if (c.bandwidth) run(out, "bandwidth", opt, [&] { return evaluate_bandwidth(c, pod).verdict; });
     if (!c.placement) return out;
     const conf::Placement& p = *c.placement;
     if (p.node_selector) run(out, "nodeSelector", opt, [&] { return check_selector(c, pod, opt); });
@@ -466,14 +545,21 @@ std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const PodInfo& p
     return out;
 }
 
-void check_placement(Context& ctx) {
-    const conf::NetConf& c = ctx.conf;
-    if (!c.placement) return;
-    PodInfo pod{ctx.env.args.pod_uid, ctx.env.container_id, ctx.env.ifname, ctx.pod, ctx.env.args.pod_namespace,
-                ctx.env.args.pod_name};
+namespace {
+
+PodInfo pod_of(const Context& ctx) {
+    return {ctx.env.args.pod_uid, ctx.env.container_id, ctx.env.ifname, ctx.pod, ctx.env.args.pod_namespace,
+            ctx.env.args.pod_name};
+}
+
+/// Logs what passed, and throws code 100 naming every constraint that did not; a refused
+/// ADD is counted (cni/refusals.h) for the operator's metrics.
+void enforce(const conf::NetConf& c, const std::vector<Verdict>& verdicts, bool count) {
     std::string names, details;
-    for (auto& v : evaluate_placement(c, pod)) {
+    std::vector<std::string> failed;
+    for (auto& v : verdicts) {
         if (!v.pass) {
+            failed.push_back(v.constraint);
             names += (names.empty() ? "" : ", ") + v.constraint;
             details += (details.empty() ? "" : " | ") + v.constraint + ": " + v.evidence;
         } else if (v.warning) {
@@ -482,8 +568,61 @@ void check_placement(Context& ctx) {
             log::debug(v.constraint + " met: " + v.evidence);
         }
     }
+    if (failed.empty()) return;
+    if (count) refusals::count(c.state_dir, c.name, failed);
     // The dispatcher logs the error (message and details) as it prints it.
-    if (!names.empty()) throw Error(kPlacement, "placement constraint not met: " + names, details);
+    throw Error(kPlacement, "placement constraint not met: " + names, details);
+}
+
+}  // namespace
+
+void check_placement(Context& ctx, bool count_refusals) {
+    const conf::NetConf& c = ctx.conf;
+    if (!c.placement && !c.bandwidth) return;
+    enforce(c, evaluate_placement(c, pod_of(ctx)), count_refusals);
+}
+
+// The check before any change (check_placement) read the ledger without a lock, so two
+// ADDs may both have seen room for one. Here, under the link's lock, the ledger is read
+// again and this attachment's entry written before the lock goes: the next ADD on the
+// link counts it.
+void admit_bandwidth(Context& ctx, Rollback& undo) {
+    const conf::NetConf& c = ctx.conf;
+    if (!c.bandwidth) return;
+    PodInfo pod = pod_of(ctx);
+    BandwidthAdmission first = evaluate_bandwidth(c, pod);
+    if (first.link.empty() || !first.verdict.pass || first.entry.capacity_bps == 0) return;   // unknown: allowed, nothing to count against
+    auto lock = NetworkLock::on_dir(ledger::dir(c.state_dir, first.link), c.state_dir, NetworkLock::Exclusive, 10000,
+                                    "another ADD is admitting bandwidth on this link");
+    BandwidthAdmission again = evaluate_bandwidth(c, pod);
+    if (!again.admitted) {
+        lock.release_created();
+        enforce(c, {again.verdict}, true);
+    }
+    ledger::commit(c.state_dir, again.link, again.entry);
+    undo.add("bandwidth ledger entry on " + again.link,
+             [sd = c.state_dir, link = again.link, e = again.entry] { ledger::remove(sd, link, e.network, e.container_id, e.ifname); });
+    log::info("bandwidth admitted: " + again.verdict.evidence);
+}
+
+std::optional<ipam::Config> host_local_pool(const conf::NetConf& c) {
+    if (c.delegate) {
+        auto* ipam = conf::member(*c.delegate, "ipam");
+        if (!ipam || ipam->value("type", json("")) != json("host-local")) return std::nullopt;
+    } else if (!c.host_local) {
+        return std::nullopt;
+    }
+    return pool_config(c);
+}
+
+std::string attachment_link(const conf::NetConf& c) {
+    try {
+        Device d = resolve_device(c);
+        if (d.kind == Device::Kind::None) return c.bridge.value_or("");
+        return shared_link(c, d).key;
+    } catch (const std::exception&) {
+        return "";
+    }
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cni/attachment.h"
+#include "cni/ledger.h"
 
 namespace cni {
 
@@ -36,8 +37,30 @@ struct EvalOptions {
 std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const PodInfo& pod, const EvalOptions& opt = {});
 
 /// Throws Error(kPlacement, ...) when a constraint fails; no-op without constraints.
-/// Warnings (best-effort, unknown topology allowed) are logged.
-void check_placement(Context& ctx);
+/// Warnings (best-effort, unknown topology allowed) are logged. ADD counts its refusals
+/// (`count_refusals`); CHECK does not.
+void check_placement(Context& ctx, bool count_refusals);
+
+/// The "bandwidth" constraint: the link this attachment shares (a macvlan master, a VF's
+/// PF), its capacity (topology.linkCapacityMbps, else the link speed) x
+/// topology.bandwidthOvercommit, and what the ledger says is committed on it.
+struct BandwidthAdmission {
+    Verdict verdict;
+    std::string link;        ///< ledger name of the shared link; empty when there is none
+    ledger::Entry entry;     ///< what this attachment commits
+    bool admitted = false;   ///< a known capacity has room for the request
+};
+BandwidthAdmission evaluate_bandwidth(const conf::NetConf& c, const PodInfo& pod);
+
+/// ADD, after nothing-changed checks passed: re-evaluates under the link's ledger lock and
+/// commits this attachment's rates (undo registered), so concurrent ADDs never overcommit.
+void admit_bandwidth(Context& ctx, Rollback& undo);
+
+/// The host-local pool the attachment draws from (its own ipam, or delegate.ipam), if any.
+std::optional<ipam::Config> host_local_pool(const conf::NetConf& c);
+
+/// The ledger name of the link the attachment uses ("" for none): for records and metrics.
+std::string attachment_link(const conf::NetConf& c);
 
 /// `topocni explain`: prints every constraint of the config in `config_path` (a CNI
 /// config, a conflist, or a NetworkAttachmentDefinition in JSON or YAML whose

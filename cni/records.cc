@@ -42,6 +42,7 @@ std::optional<Record> parse(const std::string& text) {
     if (j.contains("config") && j["config"].is_object()) r.config = j["config"];
     r.cni_path = j.value("cniPath", "");
     r.cni_args = j.value("cniArgs", "");
+    r.link = j.value("link", "");
     if (r.container_id.empty() || r.ifname.empty()) return std::nullopt;
     return r;
 }
@@ -72,6 +73,7 @@ void write_record(const std::string& state_dir, const Record& r) {
     if (!r.config.is_null()) j["config"] = r.config;
     if (!r.cni_path.empty()) j["cniPath"] = r.cni_path;
     if (!r.cni_args.empty()) j["cniArgs"] = r.cni_args;
+    if (!r.link.empty()) j["link"] = r.link;
     std::string final_path = file_for(state_dir, r.network, r.container_id, r.ifname);
     std::string text = j.dump();
     // A record of less than a page is written in place with one write() at offset 0: a
@@ -142,8 +144,18 @@ std::vector<Record> list_records(const std::string& state_dir, const std::string
 // network's last attachment. A failed first ADD removes the directory it created (see
 // release_created()), so whoever gets the lock checks that the directory still has a name
 // (link count above zero) and otherwise starts over.
-NetworkLock::NetworkLock(const std::string& state_dir, const std::string& network, Mode mode, int timeout_ms) {
-    dir_ = records_dir(state_dir, network);
+NetworkLock::NetworkLock(const std::string& state_dir, const std::string& network, Mode mode, int timeout_ms)
+    : NetworkLock(records_dir(state_dir, network), state_dir, mode, timeout_ms, "a GC or ADD of this network is running",
+                  0) {}
+
+NetworkLock NetworkLock::on_dir(const std::string& dir, const std::string& state_dir, Mode mode, int timeout_ms,
+                                const std::string& busy) {
+    return NetworkLock(dir, state_dir, mode, timeout_ms, busy, 0);
+}
+
+NetworkLock::NetworkLock(const std::string& dir, const std::string& state_dir, Mode mode, int timeout_ms,
+                         const std::string& busy, int) {
+    dir_ = dir;
     int op = (mode == Shared ? LOCK_SH : LOCK_EX) | LOCK_NB;
     // Poll with a growing sleep: no signal handler to arm, and the first try is free.
     long waited_us = 0, step_us = 200;
@@ -163,8 +175,7 @@ NetworkLock::NetworkLock(const std::string& state_dir, const std::string& networ
                 ::close(fd_);
                 fd_ = -1;
                 throw Error(kTryAgainLater, "timed out after " + std::to_string(timeout_ms / 1000.0).substr(0, 4) +
-                                                "s waiting for lock '" + dir_ +
-                                                "' (a GC or ADD of this network is running)");
+                                                "s waiting for lock '" + dir_ + "' (" + busy + ")");
             }
             timespec ts{0, step_us * 1000};
             ::nanosleep(&ts, nullptr);

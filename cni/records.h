@@ -20,6 +20,7 @@ struct Record {
     nlohmann::json config;          ///< the network config ADD ran with (record_config()): what `topocni collect` DELs with
     std::string cni_path;           ///< CNI_PATH of the ADD, for the DEL of its IPAM or delegate plugin
     std::string cni_args;           ///< CNI_ARGS of the ADD
+    std::string link;               ///< the shared link it uses (master, PF PCI address, bridge): for metrics
 };
 
 /// The config as kept in a record: all of it but what belongs to one call (prevResult,
@@ -50,6 +51,10 @@ public:
     enum Mode { Shared, Exclusive };
     /// Creates the network's records directory when missing (see created()).
     NetworkLock(const std::string& state_dir, const std::string& network, Mode mode, int timeout_ms);
+    /// The same lock on another directory under stateDir (the bandwidth ledger of a link);
+    /// `busy` says who holds it in the timeout message.
+    static NetworkLock on_dir(const std::string& dir, const std::string& state_dir, Mode mode, int timeout_ms,
+                              const std::string& busy);
     ~NetworkLock();
     NetworkLock(const NetworkLock&) = delete;
     NetworkLock& operator=(const NetworkLock&) = delete;
@@ -58,6 +63,8 @@ public:
     void release_created() noexcept;
 
 private:
+    NetworkLock(const std::string& dir, const std::string& state_dir, Mode mode, int timeout_ms, const std::string& busy,
+                int);
     std::string dir_;
     std::vector<std::string> created_;
     int fd_ = -1;

@@ -31,6 +31,7 @@
 #include "cni/log.h"
 #include "cni/pod_netns.h"
 #include "cni/records.h"
+#include "cni/shaping.h"
 #include "cni/state.h"
 #include "ipam/fs.h"
 #include "netns/netlink.h"
@@ -74,9 +75,13 @@ vf::VfConfig wanted_settings(const conf::NetConf& c, const vf::VfConfig& current
         w.vlan_proto = *vf::vlan_proto_value(s.vlan_proto.value_or("802.1q"));
     }
     if (c.mac) w.mac = lower(*c.mac);
-    if (s.min_tx_rate || s.max_tx_rate) {
+    // The bandwidth capability's egress is the VF's transmit limit, in whole Mb/s (at least 1).
+    std::optional<int> max_rate = s.max_tx_rate;
+    if (c.bandwidth && c.bandwidth->egress)
+        max_rate = static_cast<int>(std::max<uint64_t>(1, (c.bandwidth->egress->rate_bps + 500'000) / 1'000'000));
+    if (s.min_tx_rate || max_rate) {
         w.min_tx_rate = s.min_tx_rate ? uint32_t(*s.min_tx_rate) : current.min_tx_rate.value_or(0);
-        w.max_tx_rate = s.max_tx_rate ? uint32_t(*s.max_tx_rate) : current.max_tx_rate.value_or(0);
+        w.max_tx_rate = max_rate ? uint32_t(*max_rate) : current.max_tx_rate.value_or(0);
     }
     w.spoofchk = s.spoofchk;
     w.trust = s.trust;
@@ -178,7 +183,10 @@ public:
                 throw busy(*held, store);
             return;   // ours from a retried ADD, or a dead pod's: ADD restores it first
         }
-        if (tree.netdevs(pci).empty()) require_userspace_driver(tree, pci);
+        if (tree.netdevs(pci).empty()) {
+            require_userspace_driver(tree, pci);
+            refuse_ingress_shaping(c, pci);
+        }
     }
 
     void add(Context& ctx, const Result& ipam, Result& result, Rollback& undo) override {
@@ -191,6 +199,7 @@ public:
         lock(store, tree, pci);
         claim(ctx, store, tree, pci);
         inspect(tree, rec);
+        if (rec.dpdk) refuse_ingress_shaping(c, pci);
         rec.owner = owner_of(ctx);
         rec.applied = wanted_settings(c, rec.original);
         // Multus may have copied the device plugin's file already: then it stays theirs.
@@ -236,6 +245,7 @@ public:
             return;
         }
         nl::Link link = move_into_pod(ctx, rec, tree, ipam, undo);
+        shape_in_pod(ctx, false, undo);   // what the pod receives; the PF limits what it sends
         result.interfaces.push_back({.name = link.name, .mac = link.mac, .mtu = link.mtu, .sandbox = ctx.env.netns,
                                      .pci_id = pci});
         result.ips = ipam.ips;
@@ -324,6 +334,14 @@ private:
     void lock(const state::VfStore& store, const netns::sysfs::Tree& tree, const std::string& pci) {
         if (locks_.count(pci)) return;
         if (auto l = store.lock(tree, pci)) locks_.emplace(pci, std::move(*l));
+    }
+
+    /// Traffic to a VF bound to a userspace driver never passes a netdev tc could shape.
+    static void refuse_ingress_shaping(const conf::NetConf& c, const std::string& pci) {
+        if (c.bandwidth && c.bandwidth->ingress)
+            fail_config(c.bandwidth->source + ".ingressRate: VF " + pci +
+                        " is bound to a userspace driver (no netdev): what it receives cannot be shaped; "
+                        "only egressRate (the VF's max_tx_rate) can be set");
     }
 
     /// A VF without a netdev on the node is usable only bound to a userspace driver (DPDK).

@@ -1,12 +1,17 @@
 // Linked into the static release binary only (CMakeLists.txt wraps these symbols): a
 // static binary that called dlopen or glibc's NSS-backed lookups would load the build
 // machine's shared objects from the node at run time, which breaks on any other glibc.
-// Libraries linked in (OpenSSL's engine loader, c-ares's service lookup) still reference
+// Libraries linked in (OpenSSL's engine loader, c-ares's service lookup, libnl's protocol
+// names) still reference
 // them on paths topocni never takes; these stand-ins make sure those paths fail cleanly
 // instead of loading anything. Names are resolved by cni/resolve.cc (c-ares), TLS has no
 // engines or providers to load, and openssl.cnf is never read.
 #include <dlfcn.h>
 #include <netdb.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 
 extern "C" {
 
@@ -21,8 +26,39 @@ struct hostent* __wrap_gethostbyname(const char*) { return nullptr; }
 
 struct servent* __wrap_getservbyname(const char*, const char*) { return nullptr; }
 
+// libnl's protocol-name helpers (only for printing objects, which topocni never does).
+struct protoent* __wrap_getprotobyname(const char*) { return nullptr; }
+struct protoent* __wrap_getprotobynumber(int) { return nullptr; }
+
 int __wrap_getservbyport_r(int, const char*, struct servent*, char*, size_t, struct servent** result) {
     if (result) *result = nullptr;
+    return 0;
+}
+
+// libnl-route's classid.o has a constructor that looks for /etc/libnl/classid (a stat and
+// an open) in every process it is linked into, VERSION and DEL included. Only its two
+// handle formatters are referenced by the objects topocni links (tc.o and u32.o use them
+// to print objects); defined here, before the archive on the link line, classid.o is never
+// pulled in, and neither is its constructor. Same output as libnl for the names topocni
+// never prints anyway: "root", "ingress", "none", "maj:min" in hex.
+char* rtnl_tc_handle2str(uint32_t handle, char* buf, size_t len) {
+    if (handle == 0xffffffffu) std::snprintf(buf, len, "root");
+    else if (handle == 0xfffffff1u) std::snprintf(buf, len, "ingress");
+    else if (handle == 0) std::snprintf(buf, len, "none");
+    else if ((handle & 0xffffu) == 0) std::snprintf(buf, len, "%x:", handle >> 16);
+    else std::snprintf(buf, len, "%x:%x", handle >> 16, handle & 0xffffu);
+    return buf;
+}
+
+int rtnl_tc_str2handle(const char* name, uint32_t* res) {
+    if (!std::strcmp(name, "root")) { *res = 0xffffffffu; return 0; }
+    if (!std::strcmp(name, "ingress")) { *res = 0xfffffff1u; return 0; }
+    if (!std::strcmp(name, "none")) { *res = 0; return 0; }
+    unsigned maj = 0, min = 0;
+    char colon = 0;
+    int n = std::sscanf(name, "%x%c%x", &maj, &colon, &min);
+    if (n < 2 || colon != ':' || maj > 0xffff || min > 0xffff) return -8;   // -NLE_INVAL
+    *res = (maj << 16) | min;
     return 0;
 }
 

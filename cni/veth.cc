@@ -10,6 +10,7 @@
 #include "cni/failpoint.h"
 #include "cni/host_name.h"
 #include "cni/ifconfig.h"
+#include "cni/shaping.h"
 #include "netns/netlink.h"
 #include "netns/sysctl.h"
 
@@ -57,6 +58,8 @@ public:
         h.set_up(host->index);   // routes need the link up
         if (!bridge) configure_host_end(h, *host, ipam);
         failpoint("after-host-routes");
+        shape_host_end(ctx, host_name, undo);
+        failpoint("after-shaping");
         enable_forwarding(ipam);
 
         if (bridge) result.interfaces.push_back(describe(*h.get_link(bridge->index), ""));
@@ -125,7 +128,10 @@ public:
         }
     }
 
-    void gc(Context& ctx) override { gc_host_links(ctx, "veth"); }
+    void gc(Context& ctx) override {
+        gc_host_links(ctx, "veth");
+        gc_host_links(ctx, "ifb");   // the node-side ifb of a shaped veth
+    }
 
 private:
     nl::Link ensure_bridge(Context& ctx, const Result& ipam, Rollback& undo) {

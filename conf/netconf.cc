@@ -290,6 +290,12 @@ NetConf parse(const std::string& input, const ArgsView& args, Purpose purpose) {
     if (teardown && c.attachment == Attachment::Sriov && !c.sriov) c.sriov.emplace();
     step([&] { parse_delegate(c); });
     step([&] { parse_placement(c); });
+    step([&] {
+        parse_bandwidth(c);
+        // One VF rate limit, set through the PF: two keys for it would contradict each other.
+        if (c.bandwidth && c.bandwidth->egress && c.sriov && c.sriov->max_tx_rate)
+            bad(c.bandwidth->source + ".egressRate", "and max_tx_rate both limit the VF's transmit rate; set one");
+    });
     step([&] { if (auto* prev = member(c.raw, "prevResult")) c.prev_result = cni::result_from_json(*prev, "prevResult"); });
     parse_gc(c);   // GC's input: never ignored, a wrong list would release the wrong things
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cni/types.h"
+#include "conf/bandwidth.h"
 #include "conf/placement.h"
 #include "conf/sriov.h"
 #include "ipam/host_local.h"
@@ -44,6 +45,7 @@ struct NetConf {
     std::optional<SriovConf> sriov;       ///< set when attachment == sriov
     std::optional<Placement> placement;   ///< set when nodeSelector or topology is given
     std::optional<nlohmann::json> delegate;   ///< meta-plugin mode: the wrapped plugin's config
+    std::optional<Bandwidth> bandwidth;   ///< runtimeConfig.bandwidth, else "bandwidth" (conf/bandwidth.cc)
 
     std::string state_dir = "/var/lib/cni/topocni";   ///< stateDir: state records, caches
     std::string sysfs_root = "/sys";      ///< sysfsRoot: every sysfs read goes through it

@@ -133,13 +133,15 @@ std::optional<std::string> abs_path(const json& j, const std::string& key) {
 
 Topology parse_topology(const json& t) {
     static const char* kKeys[] = {"numaPolicy", "numaNode", "unknownTopology", "minLinkSpeedMbps",
-                                  "maxAttachmentsPerMaster", "minFreeAddresses"};
+                                  "maxAttachmentsPerMaster", "minFreeAddresses", "linkCapacityMbps",
+                                  "bandwidthOvercommit"};
     for (auto it = t.begin(); it != t.end(); ++it) {
         bool known = false;
         for (auto* k : kKeys) known = known || it.key() == k;
         if (!known)
             bad(join("topology", it.key()), "unknown key (expected numaPolicy, numaNode, unknownTopology, "
-                                            "minLinkSpeedMbps, maxAttachmentsPerMaster, minFreeAddresses)");
+                                            "minLinkSpeedMbps, maxAttachmentsPerMaster, minFreeAddresses, "
+                                            "linkCapacityMbps, bandwidthOvercommit)");
     }
     Topology out;
     if (auto p = opt_string(t, "numaPolicy", "topology")) {
@@ -157,6 +159,8 @@ Topology parse_topology(const json& t) {
     out.min_link_speed_mbps = opt_int(t, "minLinkSpeedMbps", "topology", 1, 100'000'000);
     out.max_attachments_per_master = opt_int(t, "maxAttachmentsPerMaster", "topology", 1, 1'000'000);
     out.min_free_addresses = opt_int(t, "minFreeAddresses", "topology", 0, 1LL << 62);
+    out.link_capacity_mbps = opt_int(t, "linkCapacityMbps", "topology", 1, 100'000'000);
+    if (auto o = opt_number(t, "bandwidthOvercommit", "topology", 0.01, 1000)) out.bandwidth_overcommit = *o;
     return out;
 }
 

@@ -35,6 +35,8 @@ struct Topology {
     std::optional<long long> min_link_speed_mbps;
     std::optional<long long> max_attachments_per_master;
     std::optional<long long> min_free_addresses;
+    std::optional<long long> link_capacity_mbps;   ///< overrides the driver's link speed for admission
+    double bandwidth_overcommit = 1.0;             ///< committed bandwidth may reach capacity x this
 };
 
 struct Placement {

@@ -51,6 +51,8 @@ def snapshot_files(*roots):
 # The only things allowed to outlive every attachment (README: "What stays on the node"),
 # as paths relative to the test's temp dir (dataDir = ipam/, stateDir = state/). A
 # cursor may change its content; everything else must be gone or exactly as before.
+# The one trace a placement refusal (code 100) leaves: its counter, for the operator's metrics.
+REFUSAL_COUNTER = (r"state", r"state/metrics", r"state/metrics/refusals\.json")
 BOOKKEEPING = [re.compile(p) for p in (
     r"ipam",                                          # dataDir
     r"ipam/[^/.][^/]*",                               # <dataDir>/<net>/
@@ -65,7 +67,9 @@ BOOKKEEPING = [re.compile(p) for p in (
     r"state/sriov",                                   # the VF records directory
     r"state/node-labels",                             # the node label cache and its entry
     r"state/node-labels/[^/]+\.json",
-)]
+    r"state/bandwidth",                               # the bandwidth ledger
+    r"state/bandwidth/[^/]+",                         # a link's ledger directory (its lock)
+) + REFUSAL_COUNTER]
 
 
 def is_bookkeeping(rel):
@@ -173,6 +177,24 @@ class NetnsTestCase(unittest.TestCase):
             gone = sorted(set(before) - set(now))
             changed = sorted(p for p in set(now) & set(before) if now[p] != before[p])
             self.fail(f"{what}: files changed: added {added}, removed {gone}, changed {changed}")
+
+    def refusal_counts(self, state_dir=None):
+        p = os.path.join(state_dir or self.state_dir, "metrics", "refusals.json")
+        if not os.path.exists(p):
+            return {}
+        with open(p) as f:
+            return json.load(f)
+
+    def assertOnlyRefusalCounted(self, before, out, network, state_dir=None, also=()):
+        """A refused ADD (code 100) changed nothing but the refusal counter, and that counts
+        one more refusal for `network` and each constraint its message names."""
+        counts = self.refusal_counts(state_dir).get(network, {})
+        what = f"refused ADD ({out.json['msg']})"
+        self.assertOnlyBookkeepingLeft(before, what, state_dir=state_dir,
+                                       allowed=[re.compile(p) for p in REFUSAL_COUNTER + tuple(also)])
+        named = out.json["msg"].split(": ", 1)[1].split(", ")
+        for constraint in named:
+            self.assertGreaterEqual(counts.get(constraint, 0), 1, f"{what}: {constraint} not counted in {counts}")
 
     def assertOnlyBookkeepingLeft(self, before, what="", state_dir=None, allowed=BOOKKEEPING):
         """Whatever is new or changed since `before` matches one of `allowed` (named

@@ -29,7 +29,8 @@ VF1, PF1 = "0000:af:02.0", "0000:af:00.0"
 
 # What a refused ADD may write when node labels come from the Kubernetes API: the node-label
 # cache, which cnitest.BOOKKEEPING names (as paths under the config's stateDir, here "state").
-LABEL_CACHE = [re.compile(p) for p in (r"state", r"state/node-labels", r"state/node-labels/[^/]+\.json")]
+LABEL_CACHE_PATTERNS = (r"state", r"state/node-labels", r"state/node-labels/[^/]+\.json")
+LABEL_CACHE = [re.compile(p) for p in LABEL_CACHE_PATTERNS]
 
 
 def pod_args(uid):
@@ -112,7 +113,10 @@ class PlacementCase(NetnsTestCase):
         what = f"refused ADD ({out.json['msg']})"
         self.assertEqual(set(self.links(pod)), {"lo"}, f"{what}: links in the pod")
         self.assertEqual(self.node_links(), before["node links"], f"{what}: node links")
-        if label_cache:
+        if code == 100:
+            self.assertOnlyRefusalCounted(before["files"], out, conf["name"], state_dir=conf.get("stateDir"),
+                                          also=LABEL_CACHE_PATTERNS if label_cache else ())
+        elif label_cache:
             self.assertOnlyBookkeepingLeft(before["files"], what, state_dir=conf.get("stateDir"), allowed=LABEL_CACHE)
         else:
             self.assertFilesUnchanged(before["files"], what)

@@ -1,0 +1,75 @@
+#include "conf/bandwidth.h"
+
+#include <algorithm>
+
+#include "conf/fields.h"
+#include "conf/netconf.h"
+
+namespace conf {
+
+namespace {
+
+// tbf keeps its bucket in bytes in a u32; the reference plugin refuses burst/8 >= 2^32.
+constexpr long long kMaxBurstBits = (1LL << 32) * 8 - 8;
+// netns::tc::kMaxRateBps: 2^31-1 bytes per second.
+constexpr uint64_t kMaxShapedRate = 0x7fffffffULL * 8;
+// 1 Pb/s: far above any NIC, far below where bits-to-bytes arithmetic could overflow.
+constexpr long long kMaxRate = 1'000'000'000'000'000LL;
+
+std::optional<RateLimit> direction(const json& j, const std::string& path, const char* rate_key,
+                                   const char* burst_key) {
+    auto rate = opt_int(j, rate_key, path, 0, kMaxRate);
+    auto burst = opt_int(j, burst_key, path, 0, kMaxBurstBits);
+    if (burst && *burst > 0 && (!rate || *rate == 0))
+        bad(join(path, burst_key), std::string("is set, so ") + rate_key + " must be set too");
+    if (!rate || *rate == 0) return std::nullopt;
+    uint64_t r = static_cast<uint64_t>(*rate);
+    return RateLimit{r, burst && *burst > 0 ? static_cast<uint64_t>(*burst) : default_burst(r)};
+}
+
+}  // namespace
+
+uint64_t default_burst(uint64_t rate_bps) { return std::max<uint64_t>(rate_bps / 10, 128 * 1024); }
+
+Bandwidth parse_bandwidth_object(const json& j, const std::string& path) {
+    if (!j.is_object()) bad(path, "expected an object with ingressRate, ingressBurst, egressRate, egressBurst");
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string& k = it.key();
+        if (k != "ingressRate" && k != "ingressBurst" && k != "egressRate" && k != "egressBurst")
+            bad(join(path, k), "unknown key (expected ingressRate, ingressBurst, egressRate, egressBurst)");
+    }
+    Bandwidth b;
+    b.source = path;
+    b.ingress = direction(j, path, "ingressRate", "ingressBurst");
+    b.egress = direction(j, path, "egressRate", "egressBurst");
+    return b;
+}
+
+void parse_bandwidth(NetConf& c) {
+    const json* rc = opt_object(c.raw, "runtimeConfig", "");
+    const json* from_runtime = rc ? member_ci(*rc, "bandwidth") : nullptr;
+    const json* from_config = member(c.raw, "bandwidth");
+    if (c.delegate) {
+        // The wrapped plugin gets runtimeConfig as it is; a "bandwidth" key of ours would
+        // be a promise we do not keep for a device we did not create.
+        if (from_config)
+            bad("bandwidth", "not used with \"delegate\"; chain the reference bandwidth plugin after it, "
+                             "or use attachment veth, macvlan or sriov");
+        return;
+    }
+    if (from_runtime) c.bandwidth = parse_bandwidth_object(*from_runtime, "runtimeConfig.bandwidth");
+    else if (from_config) c.bandwidth = parse_bandwidth_object(*from_config, "bandwidth");
+    if (c.bandwidth && c.bandwidth->empty()) c.bandwidth.reset();
+    if (!c.bandwidth) return;
+    // tc's tbf takes the rate as 32-bit bytes per second (netns/tc.h); a VF's egress is
+    // limited by the PF instead, in Mb/s.
+    auto too_fast = [&](const std::optional<RateLimit>& r, const char* key) {
+        if (r && r->rate_bps > kMaxShapedRate)
+            bad(join(c.bandwidth->source, key), std::to_string(r->rate_bps) + " is more than tc's tbf can shape (" +
+                                                    std::to_string(kMaxShapedRate) + " bits/s)");
+    };
+    too_fast(c.bandwidth->ingress, "ingressRate");
+    if (c.attachment != Attachment::Sriov) too_fast(c.bandwidth->egress, "egressRate");
+}
+
+}  // namespace conf

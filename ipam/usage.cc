@@ -1,0 +1,44 @@
+#include "ipam/usage.h"
+
+#include <sys/stat.h>
+
+#include "ipam/range.h"
+
+namespace ipam {
+
+namespace {
+
+unsigned __int128 as_number(const IpAddr& a) {
+    unsigned __int128 v = 0;
+    for (int i = 0; i < a.size(); ++i) v = (v << 8) | a.b[static_cast<size_t>(i)];
+    return v;
+}
+
+}  // namespace
+
+std::vector<SetUsage> pool_usage(const Config& cfg, const std::string& network) {
+    HostLocal store(cfg, network);
+    struct stat st;
+    // Listing opens (and so creates) the store; a pool nobody used yet has no reservations.
+    std::vector<Reservation> held = ::stat(store.dir().c_str(), &st) == 0 ? store.list() : std::vector<Reservation>{};
+    std::vector<SetUsage> out;
+    for (auto& set : cfg.ranges) {
+        SetUsage u;
+        u.range_set = to_string(set);
+        for (auto& r : set) {
+            u.size += as_number(r.end) - as_number(r.start) + 1;
+            if (r.contains(r.gateway)) u.size -= 1;   // the allocator never hands out a gateway
+        }
+        for (auto& r : held)
+            if (range_for(set, r.ip)) u.held.push_back(r);
+        out.push_back(std::move(u));
+    }
+    return out;
+}
+
+std::string count_text(unsigned __int128 v) {
+    if (v > static_cast<unsigned __int128>(1) << 62) return "more than 2^62";
+    return std::to_string(static_cast<unsigned long long>(v));
+}
+
+}  // namespace ipam
