@@ -153,9 +153,12 @@ try:
     path = os.path.join(tmp, "bulk-net.json")
     with open(path, "w") as f:
         json.dump(greedy, f)
-    print(f"$ topocni explain {path}")
-    p = subprocess.run(["nsenter", f"--net=/run/netns/{node}", binary, "explain", path], capture_output=True, text=True)
+    print(f"$ topocni explain --config {path}")
+    p = subprocess.run(["nsenter", f"--net=/run/netns/{node}", binary, "explain", "--config", path],
+                       capture_output=True, text=True)
     print(p.stdout.rstrip())
+    if p.returncode != 1:   # 1: a constraint is not met
+        raise SystemExit(f"explain: exit {p.returncode}: {p.stderr.strip()}")
 
     for fmt in ("nfd", "prometheus"):
         step(f"topocni node-report --format {fmt}")

@@ -304,7 +304,9 @@ class ReleaseBinaryInAnEmptyRoot(ApiCase):
         self.assertEqual(set(self.links(self.node)), {"lo"})
         now = self.root_files()
         changed = [os.path.relpath(p, self.root) for p in set(now) | set(before) if now.get(p) != before.get(p)]
-        self.assertEqual([p for p in changed if not p.startswith("state/node-labels")], [])
+        self.assertEqual([p for p in changed if not p.startswith(("state/node-labels", "state/metrics"))], [])
+        with open(os.path.join(self.root, "state", "metrics", "refusals.json")) as f:
+            self.assertEqual(json.load(f), {conf["name"]: {"nodeSelector": 1}})
         self.assertEqual(self.reservations(conf["name"]), [])
         self.assertEqual(len(api.requests()), 2)
 
