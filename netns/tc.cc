@@ -19,6 +19,7 @@
 #include <netlink/route/tc.h>
 
 #include "cni/error.h"
+#include "netns/netlink.h"
 
 namespace netns::tc {
 
@@ -99,9 +100,14 @@ void create_ifb(nl_sock* s, const std::string& ifb, int mtu, const std::string& 
     rtnl_link_set_name(l.get(), ifb.c_str());
     check(rtnl_link_set_type(l.get(), "ifb"), "ifb");
     if (mtu > 0) rtnl_link_set_mtu(l.get(), static_cast<unsigned>(mtu));
-    if (!alias.empty()) rtnl_link_set_ifalias(l.get(), alias.c_str());
     rtnl_link_set_flags(l.get(), IFF_UP);
     check(rtnl_link_add(s, l.get(), NLM_F_CREATE | NLM_F_EXCL), "cannot create ifb '" + ifb + "'");
+    // The kernel ignores IFLA_IFALIAS in a request that creates a link: set it after.
+    if (!alias.empty()) {
+        nl::Socket ours;
+        auto made = ours.get_link(ifb);
+        if (made) ours.set_alias(made->index, alias);
+    }
 }
 
 void add_ingress_qdisc(nl_sock* s, int ifindex, const std::string& dev) {
