@@ -4,6 +4,7 @@
 #include "cni/meta.h"
 #include "cni/placement.h"
 #include "cni/pod_netns.h"
+#include "cni/shaping.h"
 #include "cni/verbs.h"
 #include "cni/version.h"
 
@@ -20,6 +21,7 @@ Output cmd_check(const Env& env, const conf::NetConf& c) {
     if (c.delegate) return meta_run(env, c);
     ipam_check(env, c, *c.prev_result);
     make_attachment(c)->check(ctx, *c.prev_result);
+    check_shaping(ctx);
     return std::nullopt;
 }
 

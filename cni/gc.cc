@@ -8,6 +8,7 @@
 #include "cni/meta.h"
 #include "cni/ledger.h"
 #include "cni/records.h"
+#include "cni/shaping.h"
 #include "cni/verbs.h"
 
 namespace cni {
@@ -80,6 +81,9 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
     try {
         make_attachment(c)->gc(ctx);
         for (auto& r : stale) {
+            // A pod netns that outlived its attachment keeps the ifb that shaped it in there.
+            if (c.attachment != conf::Attachment::Veth && netns_exists(r.netns))
+                try { unshape_pod(r.netns, r.container_id, r.ifname); } catch (const Error&) {}
             ledger::remove_everywhere(c.state_dir, c.name, r.container_id, r.ifname);
             remove_record(c.state_dir, c.name, r.container_id, r.ifname);
         }

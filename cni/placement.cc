@@ -590,8 +590,10 @@ void admit_bandwidth(Context& ctx, Rollback& undo) {
     const conf::NetConf& c = ctx.conf;
     if (!c.bandwidth) return;
     PodInfo pod = pod_of(ctx);
+    // Only where to lock, and whether there is a capacity to count against: the verdict
+    // itself is the one taken under the lock.
     BandwidthAdmission first = evaluate_bandwidth(c, pod);
-    if (first.link.empty() || !first.verdict.pass || first.entry.capacity_bps == 0) return;   // unknown: allowed, nothing to count against
+    if (first.link.empty() || first.entry.capacity_bps == 0) return;   // unknown topology, allowed by check_placement
     auto lock = NetworkLock::on_dir(ledger::dir(c.state_dir, first.link), c.state_dir, NetworkLock::Exclusive, 10000,
                                     "another ADD is admitting bandwidth on this link");
     BandwidthAdmission again = evaluate_bandwidth(c, pod);

@@ -19,6 +19,12 @@ void shape_host_end(Context& ctx, const std::string& host_end, Rollback& undo);
 /// macvlan, SR-IOV: shapes CNI_IFNAME in the pod; `egress` false leaves what the pod sends
 /// alone (the PF limits it). The pod's ifb is undone by `undo`.
 void shape_in_pod(Context& ctx, bool egress, Rollback& undo);
+/// CHECK: the qdiscs, filter and ifb that shape the attachment are there with the rates
+/// of its bandwidth request (code 103 naming the difference). A VF's egress is the PF's
+/// max_tx_rate, which the SR-IOV check does not read back.
+void check_shaping(const Context& ctx);
+/// GC: removes the ifb of an attachment from a pod netns that still exists.
+void unshape_pod(const std::string& netns_path, const std::string& container_id, const std::string& ifname);
 /// DEL: removes the attachment's ifb from the node and, with `in_pod` and the pod netns
 /// still there, from the pod. Nothing there is fine.
 void unshape(const Context& ctx, bool in_pod);

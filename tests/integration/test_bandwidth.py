@@ -153,6 +153,12 @@ class Bandwidth(NetnsTestCase):
         pod_ip = out.json["ips"][0]["address"].split("/")[0]
         host_end = out.json["interfaces"][0]["name"]
         self.assertIn("tbf", self.qdiscs(self.node, host_end))
+        self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=out.json), netns=path))
+        sh("tc", "qdisc", "del", "dev", host_end, "root", ns=self.node)
+        self.assertError(self.run_plugin("CHECK", dict(conf, prevResult=out.json), netns=path), 103,
+                         "ingress", host_end, "not shaped")
+        sh("tc", "qdisc", "add", "dev", host_end, "root", "tbf", "rate", "10mbit", "burst", "125000", "latency", "25ms",
+           ns=self.node)
         rate = self.rate_bps(self.node, pod, pod_ip)
         self.assertGreaterEqual(rate, 0.5 * 10 * MBIT, rate)
         self.assertLessEqual(rate, 1.25 * 10 * MBIT, rate)
@@ -165,6 +171,12 @@ class Bandwidth(NetnsTestCase):
         self.assertOk(out)
         out2 = self.run_plugin("ADD", self.macvlan_conf(), netns=peer[1], container_id="p")
         self.assertOk(out2)
+        conf = self.macvlan_conf(bandwidth=bw)
+        self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=out.json), netns=shaped[1], container_id="s"))
+        # CHECK notices a rate that is not the one configured, and shaping that is gone.
+        other = self.macvlan_conf(bandwidth=dict(bw, egressRate=11 * MBIT), prevResult=out.json)
+        self.assertError(self.run_plugin("CHECK", other, netns=shaped[1], container_id="s"), 103, "egress", "eth0",
+                         "10000000 bits/s")
         ip_shaped = out.json["ips"][0]["address"].split("/")[0]
         ip_peer = out2.json["ips"][0]["address"].split("/")[0]
         self.assertIn("tbf", self.qdiscs(shaped[0], "eth0"))
