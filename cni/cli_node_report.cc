@@ -119,13 +119,14 @@ std::string attachment_kind(const nlohmann::json& config) {
     return a != config.end() && a->is_string() ? a->get<std::string>() : "veth";
 }
 
-void gather_records(const Options& o, Facts& f) {
+void gather_records(const Options& o, Facts& f, const std::map<std::string, std::string>& pf_names) {
     for (auto& network : entries(o.state_dir + "/attachments")) {
         std::vector<Record> recs = list_records(o.state_dir, network);
         const Record* latest = nullptr;
         for (auto& r : recs) {
             if (r.result.is_null()) continue;   // ADD in flight, or died: not an attachment
-            ++f.attachments[{network, attachment_kind(r.config), r.link}];
+            std::string link = pf_names.count(r.link) ? pf_names.at(r.link) : r.link;
+            ++f.attachments[{network, attachment_kind(r.config), link}];
             if (!latest || r.completed_ns > latest->completed_ns) latest = &r;
         }
         // The pool as the network's newest attachment configured it.
@@ -158,7 +159,11 @@ void gather_bandwidth(const Options& o, Facts& f, const std::map<std::string, st
             b.capacity_bps = std::atof(speed.c_str()) * 1e6;
         }
         seen.insert(link);
-        if (pf_names.count(link)) seen.insert(pf_names.at(link));
+        // A PF is named by its netdev, as in the sriov-pf.<pf> labels and the VF metrics.
+        if (pf_names.count(link)) {
+            b.link = pf_names.at(link);
+            seen.insert(b.link);
+        }
         f.bandwidth.push_back(b);
     }
     // Every other physical link with a known speed: all of it is free.
@@ -195,7 +200,7 @@ Facts gather(const Options& o) {
         f.pfs.push_back(pf);
     }
     gather_bandwidth(o, f, pf_names);
-    gather_records(o, f);
+    gather_records(o, f, pf_names);
     f.refused = refusals::read(o.state_dir);
     return f;
 }
@@ -231,8 +236,9 @@ std::string render_nfd(const Facts& f) {
     }
     std::map<std::string, unsigned __int128> free_per_network;
     for (auto& p : f.pools) free_per_network[p.network] += p.size > p.used ? p.size - p.used : 0;
+    // A label's name part is at most 63 bytes: "ipam." and ".free-addresses" leave 43 for the network.
     for (auto& [network, n] : free_per_network)
-        out << kPrefix << "ipam." << label_name(network) << ".free-addresses=" << ipam::count_text(n) << "\n";
+        out << kPrefix << "ipam." << label_name(network).substr(0, 43) << ".free-addresses=" << ipam::count_text(n) << "\n";
     return out.str();
 }
 
