@@ -1245,3 +1245,28 @@ class PromTextParserTest(unittest.TestCase):
 if __name__ == "__main__":
     from cnitest import main
     main()
+
+
+class Demo(unittest.TestCase):
+    """`make demo` runs examples/demo.py: it must tell the whole story and leave nothing."""
+
+    def test_the_demo_attaches_one_pod_refuses_three_with_evidence_and_leaves_nothing(self):
+        demo = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "demo.py")
+        tmp_before = set(os.listdir(tempfile.gettempdir()))
+        ns_before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+        start = time.monotonic()
+        p = subprocess.run(["/usr/bin/python3", demo, BIN], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
+        self.assertLess(time.monotonic() - start, 60)
+        out = p.stdout
+        for words in ("placement constraint not met: nodeSelector", "placement constraint not met: topology.numaNode",
+                      "placement constraint not met: bandwidth", "egress would reach 1100 Mb/s > 1 Gb/s",
+                      "FAIL  bandwidth", "topocni.io/bandwidth.", "# TYPE topocni_placement_refusals_total counter",
+                      "rate 400Mbit", "files left besides bookkeeping: none"):
+            self.assertIn(words, out)
+        self.assertEqual(out.count("nothing changed: links as before"), 3)
+        promtext.parse(out.split("topocni node-report --format prometheus\n", 1)[1].split("\n\n==")[0].strip() + "\n")
+        ns_after = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+        self.assertEqual({n for n in ns_after - ns_before if n.startswith("demo-")}, set())
+        self.assertEqual({d for d in set(os.listdir(tempfile.gettempdir())) - tmp_before
+                          if d.startswith("topocni-demo-")}, set())
