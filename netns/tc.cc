@@ -56,7 +56,18 @@ T* alloc(T* p, const char* what) {
     return p;
 }
 
+}  // namespace
+}  // namespace netns::tc
+
+// The static release binary defers libnl's start-up registrations (cni/static_guards.cc);
+// other builds run them from libnl's constructors and have no such function.
+extern "C" void topocni_nl_replay() __attribute__((weak));
+
+namespace netns::tc {
+namespace {
+
 Sock connect() {
+    if (topocni_nl_replay) topocni_nl_replay();
     Sock s(alloc(nl_socket_alloc(), "a netlink socket"));
     check(nl_connect(s.get(), NETLINK_ROUTE), "cannot open a route netlink socket");
     return s;
