@@ -202,6 +202,15 @@ class StaticReleaseBinary(NetnsTestCase):
         self.assertNotIn(PT_INTERP, types, "PT_INTERP: the binary needs a dynamic loader")
         self.assertNotIn(PT_DYNAMIC, types, "PT_DYNAMIC: the binary has a dynamic section (NEEDED entries)")
 
+    def test_libnl_costs_nothing_at_start_up_of_a_run_that_does_not_shape(self):
+        """No constructor reads /etc/libnl (classid.o is not linked), and libnl's start-up
+        registrations wait for the first tc call (cni/static_guards.cc)."""
+        symbols = subprocess.run(["nm", RELEASE], capture_output=True, text=True, check=True).stdout.split()
+        self.assertNotIn("classid_init", symbols)
+        self.assertNotIn("rtnl_tc_read_classid_file", symbols)
+        self.assertIn("topocni_nl_replay", symbols)
+        self.assertIn("__wrap_rtnl_tc_register", symbols)
+
 
 class ReleaseBinaryInAnEmptyRoot(ApiCase):
     """The release binary chrooted into a directory holding only itself, its config, a
