@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -70,6 +71,18 @@ std::string label_name(std::string s) {
     for (auto& ch : s)
         if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') ch = '_';
     return s.substr(0, 63);
+}
+
+/// label_name(s), at most `max` bytes: a longer one keeps its head and ends in 8 hex
+/// digits of a hash of the whole, so two long names do not become one label.
+std::string short_label(const std::string& s, size_t max) {
+    std::string name = label_name(s);
+    if (name.size() <= max) return name;
+    uint32_t h = 2166136261u;   // FNV-1a 32
+    for (unsigned char ch : s) { h ^= ch; h *= 16777619u; }
+    char tail[10];
+    std::snprintf(tail, sizeof tail, "-%08x", h);
+    return name.substr(0, max - 9) + tail;
 }
 
 int numa_of(const std::string& dev_dir) {
@@ -150,9 +163,12 @@ void gather_bandwidth(const Options& o, Facts& f, const std::map<std::string, st
         for (auto& e : ledger::entries(o.state_dir, link)) {
             b.committed_egress += double(e.egress_bps);
             b.committed_ingress += double(e.ingress_bps);
-            if (e.capacity_bps) b.capacity_bps = double(e.capacity_bps) * e.overcommit;
         }
-        if (b.capacity_bps == 0) {   // nothing committed now: the link's own speed
+        // What the last admission counted against (linkCapacityMbps x overcommit), which
+        // stays while the link is idle; never admitted on: the link's own speed.
+        if (auto cap = ledger::capacity(o.state_dir, link); cap && cap->capacity_bps)
+            b.capacity_bps = double(cap->capacity_bps) * cap->overcommit;
+        if (b.capacity_bps == 0) {
             std::string ifname = pf_names.count(link) ? pf_names.at(link) : link;
             auto speed = read_trim(o.sysfs_root + "/class/net/" + ifname + "/speed");
             if (speed.empty() || speed[0] == '-') continue;
@@ -164,7 +180,16 @@ void gather_bandwidth(const Options& o, Facts& f, const std::map<std::string, st
             b.link = pf_names.at(link);
             seen.insert(b.link);
         }
-        f.bandwidth.push_back(b);
+        // One series per link: a ledger kept under the PF's netdev name by an older version
+        // and the one under its PCI address add up, against the smaller capacity.
+        auto same = std::find_if(f.bandwidth.begin(), f.bandwidth.end(), [&](auto& x) { return x.link == b.link; });
+        if (same == f.bandwidth.end()) {
+            f.bandwidth.push_back(b);
+        } else {
+            same->committed_egress += b.committed_egress;
+            same->committed_ingress += b.committed_ingress;
+            same->capacity_bps = std::min(same->capacity_bps, b.capacity_bps);
+        }
     }
     // Every other physical link with a known speed: all of it is free.
     for (auto& [ifname, speed] : f.speeds)
@@ -234,11 +259,19 @@ std::string render_nfd(const Facts& f) {
         out << kPrefix << "bandwidth." << name << ".egress-free-gbps=" << whole_gbps(b.capacity_bps - b.committed_egress) << "\n";
         out << kPrefix << "bandwidth." << name << ".ingress-free-gbps=" << whole_gbps(b.capacity_bps - b.committed_ingress) << "\n";
     }
+    // The fewest free addresses of any range set: an exhausted IPv4 set next to a /64 is
+    // still exhausted (and topology.minFreeAddresses counts per set too). Numbers are
+    // capped at 2^62 so the label value stays a number.
     std::map<std::string, unsigned __int128> free_per_network;
-    for (auto& p : f.pools) free_per_network[p.network] += p.size > p.used ? p.size - p.used : 0;
-    // A label's name part is at most 63 bytes: "ipam." and ".free-addresses" leave 43 for the network.
+    for (auto& p : f.pools) {
+        unsigned __int128 free = p.size > p.used ? p.size - p.used : 0;
+        auto [it, fresh] = free_per_network.emplace(p.network, free);
+        if (!fresh) it->second = std::min(it->second, free);
+    }
+    constexpr unsigned __int128 kCap = static_cast<unsigned __int128>(1) << 62;
     for (auto& [network, n] : free_per_network)
-        out << kPrefix << "ipam." << label_name(network).substr(0, 43) << ".free-addresses=" << ipam::count_text(n) << "\n";
+        out << kPrefix << "ipam." << short_label(network, 43) << ".free-addresses="
+            << static_cast<unsigned long long>(std::min(n, kCap)) << "\n";
     return out.str();
 }
 

@@ -26,6 +26,22 @@ bool listed(const std::vector<ipam::Owner>& valid, const Record& r) {
     return false;
 }
 
+bool in_ledger(const conf::NetConf& c) {
+    for (auto& link : ledger::links(c.state_dir))
+        for (auto& e : ledger::entries(c.state_dir, link))
+            if (e.network == c.name) return true;
+    return false;
+}
+
+/// Ledger entries of this network whose attachment is not valid: its record may be lost,
+/// and the link must not keep counting the bandwidth of a pod that is gone.
+void sweep_ledger(const conf::NetConf& c, const std::vector<ipam::Owner>& valid) {
+    for (auto& link : ledger::links(c.state_dir))
+        for (auto& e : ledger::entries(c.state_dir, link))
+            if (e.network == c.name && !listed(valid, Record{e.network, e.container_id, e.ifname}))
+                ledger::remove(c.state_dir, link, e.network, e.container_id, e.ifname);
+}
+
 }  // namespace
 
 // GC releases everything of this network that belongs to an attachment not in
@@ -52,7 +68,9 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
     // ADD writes the network's records directory before anything else, and the IPAM store
     // may be shared with the reference plugin: with neither, nothing here is ours to collect,
     // and GC creates nothing.
-    if (!dir_exists(records_dir(c.state_dir, c.name)) && !(c.host_local && dir_exists(ipam::HostLocal(*c.host_local, c.name).dir())))
+    // (A ledger entry of this network without either is collected below, under the lock.)
+    if (!dir_exists(records_dir(c.state_dir, c.name)) && !(c.host_local && dir_exists(ipam::HostLocal(*c.host_local, c.name).dir())) &&
+        !in_ledger(c))
         return std::nullopt;
     // No ADD of this network runs while we decide what is stale (see NetworkLock).
     NetworkLock guard(c.state_dir, c.name, NetworkLock::Exclusive,
@@ -90,11 +108,7 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
     } catch (const Error& e) {
         errors += (errors.empty() ? "" : "; ") + std::string(e.what());
     }
-    // Entries whose record was lost: the ledger must not keep bandwidth of a pod that is gone.
-    for (auto& link : ledger::links(c.state_dir))
-        for (auto& e : ledger::entries(c.state_dir, link))
-            if (e.network == c.name && !listed(valid, Record{e.network, e.container_id, e.ifname}))
-                ledger::remove(c.state_dir, link, e.network, e.container_id, e.ifname);
+    try { sweep_ledger(c, valid); } catch (const Error& e) { errors += (errors.empty() ? "" : "; ") + std::string(e.what()); }
     guard.release_created();   // a records directory GC had to create for the lock, when still empty
     if (!errors.empty()) throw Error(kInternal, "GC incomplete: " + errors);
     return std::nullopt;

@@ -14,9 +14,13 @@ namespace cni::ledger {
 
 namespace {
 
+// ':' is in neither a network name, a container ID nor an interface name: no two
+// attachments share a file name.
 std::string file_name(const std::string& network, const std::string& cid, const std::string& ifname) {
-    return network + "_" + cid + "_" + ifname + ".json";
+    return network + ":" + cid + ":" + ifname + ".json";
 }
+
+constexpr const char* kCapacity = "capacity";
 
 std::vector<std::string> names(const std::string& path) {
     std::vector<std::string> out;
@@ -67,6 +71,26 @@ void commit(const std::string& state_dir, const std::string& link, const Entry& 
                         {"egressBps", e.egress_bps},  {"ingressBps", e.ingress_bps},   {"capacityBps", e.capacity_bps},
                         {"overcommit", e.overcommit}, {"capacitySource", e.capacity_source}};
     state::write_file(dir(state_dir, link) + "/" + file_name(e.network, e.container_id, e.ifname), j.dump() + "\n");
+}
+
+void record_capacity(const std::string& state_dir, const std::string& link, const Entry& e) {
+    nlohmann::json j = {{"capacityBps", e.capacity_bps}, {"overcommit", e.overcommit}, {"capacitySource", e.capacity_source},
+                        {"network", e.network}};
+    state::write_file(dir(state_dir, link) + "/" + kCapacity, j.dump() + "\n");
+}
+
+std::optional<Entry> capacity(const std::string& state_dir, const std::string& link) {
+    std::optional<std::string> text;
+    try { text = state::read_file(dir(state_dir, link) + "/" + kCapacity); } catch (const std::exception& e) { log::warn(e.what()); }
+    if (!text) return std::nullopt;
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (!j.is_object()) return std::nullopt;
+    Entry e;
+    e.network = j.value("network", "");
+    e.capacity_bps = j.value("capacityBps", uint64_t{0});
+    e.overcommit = j.value("overcommit", 1.0);
+    e.capacity_source = j.value("capacitySource", "");
+    return e;
 }
 
 bool remove(const std::string& state_dir, const std::string& link, const std::string& network,

@@ -1,10 +1,11 @@
 // The bandwidth ledger: what is committed on each link topocni admits bandwidth on (a
 // macvlan master, an SR-IOV PF), one small JSON file per attachment under
-// <stateDir>/bandwidth/<link>/. ADD commits under the link's lock (cni/placement.cc,
+// <stateDir>/bandwidth/<link>/<network>:<containerID>:<ifname>.json. ADD commits under the link's lock (cni/placement.cc,
 // admit_bandwidth), DEL and GC take the entry away, node-report sums it up. Links are
 // named by interface (macvlan master) or PCI address (PF).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ std::vector<std::string> links(const std::string& state_dir);
 std::vector<Entry> entries(const std::string& state_dir, const std::string& link);
 /// Writes the entry atomically; the link's directory must exist (its lock made it).
 void commit(const std::string& state_dir, const std::string& link, const Entry& e);
+/// Remembers the capacity (and overcommit) the last admission on `link` counted against,
+/// in <link>/capacity, which stays when the entries go: node-report's numbers do not jump
+/// back to the link speed when the link is idle. Call under the link's lock.
+void record_capacity(const std::string& state_dir, const std::string& link, const Entry& e);
+/// That capacity (capacity_bps, overcommit, capacity_source, network), if recorded.
+std::optional<Entry> capacity(const std::string& state_dir, const std::string& link);
 /// Removes the attachment's entry from `link`; false when there was none.
 bool remove(const std::string& state_dir, const std::string& link, const std::string& network,
             const std::string& container_id, const std::string& ifname);

@@ -424,9 +424,31 @@ struct SharedLink {
     std::string none_why;
 };
 
+/// The SR-IOV PF behind a netdev (itself, or the PF of a VF), by PCI address; nullopt for
+/// a netdev that is neither (or not a PCI device).
+std::optional<std::string> pf_of_netdev(const std::string& sysfs, const std::string& ifname) {
+    char buf[PATH_MAX];
+    std::string dev = sysfs + "/class/net/" + ifname + "/device";
+    ssize_t n = ::readlink(dev.c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return std::nullopt;
+    buf[n] = '\0';
+    std::string pci = buf;
+    pci = pci.substr(pci.rfind('/') + 1);
+    if (!netns::sysfs::is_pci_address(pci)) return std::nullopt;
+    netns::sysfs::Tree tree(sysfs);
+    if (auto pf = tree.physfn(pci)) return pf;
+    if (exists(tree.pci_path(pci) + "/sriov_totalvfs")) return pci;
+    return std::nullopt;
+}
+
 SharedLink shared_link(const conf::NetConf& c, const Device& d) {
     if (d.kind == Device::Kind::None) return {"", "", d.none_why};
-    if (d.kind == Device::Kind::Master) return {d.name, d.label, ""};
+    if (d.kind == Device::Kind::Master) {
+        // A PF (or a VF) as macvlan master shares its wire with the PF's VFs: one ledger,
+        // named by the PF's PCI address as theirs is.
+        if (auto pf = pf_of_netdev(c.sysfs_root, d.name)) return {*pf, d.label + " (PF " + *pf + ")", ""};
+        return {d.name, d.label, ""};
+    }
     auto pf = netns::sysfs::Tree(c.sysfs_root).physfn(d.name);
     if (!pf) return {"", "", d.label + " is no VF (no physfn in sysfs)"};
     return {*pf, "PF " + *pf + " of " + d.label, ""};
@@ -602,6 +624,7 @@ void admit_bandwidth(Context& ctx, Rollback& undo) {
         enforce(c, {again.verdict}, true);
     }
     ledger::commit(c.state_dir, again.link, again.entry);
+    ledger::record_capacity(c.state_dir, again.link, again.entry);
     undo.add("bandwidth ledger entry on " + again.link,
              [sd = c.state_dir, link = again.link, e = again.entry] { ledger::remove(sd, link, e.network, e.container_id, e.ifname); });
     log::info("bandwidth admitted: " + again.verdict.evidence);

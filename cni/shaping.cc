@@ -88,6 +88,8 @@ void check_shaping(const Context& ctx) {
         check_redirect(st, host_end, ifb, bw.egress, "egress");
         return;
     }
+    // A VF's egress is the PF's (a DPDK VF, which can have nothing else, has no netdev to look at).
+    if (c.attachment == conf::Attachment::Sriov && !bw.ingress) return;
     netns::with(*ctx.pod, [&] {
         auto st = netns::tc::read_state(ctx.env.ifname);
         if (c.attachment != conf::Attachment::Sriov) check_tbf(st, ctx.env.ifname, bw.egress, "egress");

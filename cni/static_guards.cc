@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 extern "C" {
@@ -78,12 +79,14 @@ int __real_nl_cache_mngt_unregister(void*);
 
 namespace {
 enum class NlReg { TcType, Tc, Cache };
-struct { NlReg kind; void* ops; } nl_pending[32];
+struct { NlReg kind; void* ops; } nl_pending[64];
 int nl_count = 0;
 bool nl_replayed = false;
 
 int remember(NlReg kind, void* ops) {
-    if (nl_count < 32) nl_pending[nl_count++] = {kind, ops};
+    // 8 today; a libnl that registers far more must not lose one silently.
+    if (nl_count == 64) std::abort();
+    nl_pending[nl_count++] = {kind, ops};
     return 0;
 }
 }  // namespace

@@ -1,6 +1,8 @@
 #include "conf/bandwidth.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 
 #include "conf/fields.h"
 #include "conf/netconf.h"
@@ -16,13 +18,23 @@ constexpr uint64_t kMaxShapedRate = 0x7fffffffULL * 8;
 // 1 Pb/s: far above any NIC, far below where bits-to-bytes arithmetic could overflow.
 constexpr long long kMaxRate = 1'000'000'000'000'000LL;
 
-std::optional<RateLimit> direction(const json& j, const std::string& path, const char* rate_key,
-                                   const char* burst_key) {
+bool equal_ci(const std::string& a, const char* b) {
+    size_t n = std::strlen(b);
+    if (a.size() != n) return false;
+    for (size_t i = 0; i < n; ++i)
+        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+    return true;
+}
+
+std::optional<RateLimit> direction(const json& j, const std::string& path, const std::string& rate_key,
+                                   const std::string& burst_key) {
     auto rate = opt_int(j, rate_key, path, 0, kMaxRate);
     auto burst = opt_int(j, burst_key, path, 0, kMaxBurstBits);
     if (burst && *burst > 0 && (!rate || *rate == 0))
-        bad(join(path, burst_key), std::string("is set, so ") + rate_key + " must be set too");
+        bad(join(path, burst_key), "is set, so " + rate_key + " must be set too");
     if (!rate || *rate == 0) return std::nullopt;
+    // tc's rates are bytes per second.
+    if (*rate < 8) bad(join(path, rate_key), std::to_string(*rate) + " is below the smallest rate tc shapes (8 bits/s)");
     uint64_t r = static_cast<uint64_t>(*rate);
     return RateLimit{r, burst && *burst > 0 ? static_cast<uint64_t>(*burst) : default_burst(r)};
 }
@@ -31,17 +43,29 @@ std::optional<RateLimit> direction(const json& j, const std::string& path, const
 
 uint64_t default_burst(uint64_t rate_bps) { return std::max<uint64_t>(rate_bps / 10, 128 * 1024); }
 
-Bandwidth parse_bandwidth_object(const json& j, const std::string& path) {
+Bandwidth parse_bandwidth_object(const json& j, const std::string& path, bool any_case) {
     if (!j.is_object()) bad(path, "expected an object with ingressRate, ingressBurst, egressRate, egressBurst");
+    // The keys as sent: containerd's go-cni has no JSON tags and sends "IngressRate"; Go
+    // plugins read either, as encoding/json ignores case.
+    static const char* kKeys[] = {"ingressRate", "ingressBurst", "egressRate", "egressBurst"};
+    std::string sent[4] = {kKeys[0], kKeys[1], kKeys[2], kKeys[3]};
+    bool seen[4] = {};
     for (auto it = j.begin(); it != j.end(); ++it) {
         const std::string& k = it.key();
-        if (k != "ingressRate" && k != "ingressBurst" && k != "egressRate" && k != "egressBurst")
-            bad(join(path, k), "unknown key (expected ingressRate, ingressBurst, egressRate, egressBurst)");
+        bool known = false;
+        for (int i = 0; i < 4; ++i) {
+            if (k == kKeys[i] || (any_case && equal_ci(k, kKeys[i]))) {
+                if (seen[i]) bad(join(path, k), "given twice (keys that differ only in case)");
+                seen[i] = known = true;
+                sent[i] = k;
+            }
+        }
+        if (!known) bad(join(path, k), "unknown key (expected ingressRate, ingressBurst, egressRate, egressBurst)");
     }
     Bandwidth b;
     b.source = path;
-    b.ingress = direction(j, path, "ingressRate", "ingressBurst");
-    b.egress = direction(j, path, "egressRate", "egressBurst");
+    b.ingress = direction(j, path, sent[0], sent[1]);
+    b.egress = direction(j, path, sent[2], sent[3]);
     return b;
 }
 
@@ -57,8 +81,8 @@ void parse_bandwidth(NetConf& c) {
                              "or use attachment veth, macvlan or sriov");
         return;
     }
-    if (from_runtime) c.bandwidth = parse_bandwidth_object(*from_runtime, "runtimeConfig.bandwidth");
-    else if (from_config) c.bandwidth = parse_bandwidth_object(*from_config, "bandwidth");
+    if (from_runtime) c.bandwidth = parse_bandwidth_object(*from_runtime, "runtimeConfig.bandwidth", true);
+    else if (from_config) c.bandwidth = parse_bandwidth_object(*from_config, "bandwidth", false);
     if (c.bandwidth && c.bandwidth->empty()) c.bandwidth.reset();
     if (!c.bandwidth) return;
     // tc's tbf takes the rate as 32-bit bytes per second (netns/tc.h); a VF's egress is

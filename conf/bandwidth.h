@@ -32,9 +32,11 @@ struct Bandwidth {
 uint64_t default_burst(uint64_t rate_bps);
 
 /// Parses a bandwidth object found at `path`. Code 7 naming the key: a value that is no
-/// non-negative integer, a burst without a rate, a burst of 4 GB or more (tbf's limit,
-/// as the reference plugin says). Rates of 0 mean "no limit" in that direction.
-Bandwidth parse_bandwidth_object(const nlohmann::json& j, const std::string& path);
+/// non-negative integer, a rate from 1 to 7 bits/s, a burst without a rate, a burst of
+/// 4 GB or more (tbf's limit, as the reference plugin says). Rates of 0 mean "no limit" in
+/// that direction. `any_case`: keys match whatever their case (runtimeConfig: containerd
+/// sends "IngressRate").
+Bandwidth parse_bandwidth_object(const nlohmann::json& j, const std::string& path, bool any_case);
 
 /// Fills c.bandwidth from runtimeConfig.bandwidth, else from "bandwidth".
 void parse_bandwidth(NetConf& c);

@@ -106,19 +106,13 @@ void add_tbf(nl_sock* s, int ifindex, const std::string& dev, const Tbf& t) {
     check(rtnl_qdisc_add(s, q.get(), NLM_F_CREATE | NLM_F_EXCL), "cannot add a tbf qdisc on '" + dev + "'");
 }
 
-void create_ifb(nl_sock* s, const std::string& ifb, int mtu, const std::string& alias) {
+void create_ifb(nl_sock* s, const std::string& ifb, int mtu) {
     Link l(alloc(rtnl_link_alloc(), "a link"));
     rtnl_link_set_name(l.get(), ifb.c_str());
     check(rtnl_link_set_type(l.get(), "ifb"), "ifb");
     if (mtu > 0) rtnl_link_set_mtu(l.get(), static_cast<unsigned>(mtu));
     rtnl_link_set_flags(l.get(), IFF_UP);
     check(rtnl_link_add(s, l.get(), NLM_F_CREATE | NLM_F_EXCL), "cannot create ifb '" + ifb + "'");
-    // The kernel ignores IFLA_IFALIAS in a request that creates a link: set it after.
-    if (!alias.empty()) {
-        nl::Socket ours;
-        auto made = ours.get_link(ifb);
-        if (made) ours.set_alias(made->index, alias);
-    }
 }
 
 void add_ingress_qdisc(nl_sock* s, int ifindex, const std::string& dev) {
@@ -175,9 +169,11 @@ void add_ingress_shaping(const std::string& dev, const std::string& ifb, const T
     Sock s = connect();
     Link l = require_link(s.get(), dev);
     int ifindex = rtnl_link_get_ifindex(l.get());
-    create_ifb(s.get(), ifb, static_cast<int>(rtnl_link_get_mtu(l.get())), alias);
+    create_ifb(s.get(), ifb, static_cast<int>(rtnl_link_get_mtu(l.get())));
     try {
         Link i = require_link(s.get(), ifb);
+        // The kernel ignores IFLA_IFALIAS in a request that creates a link: set it after.
+        if (!alias.empty()) nl::Socket().set_alias(rtnl_link_get_ifindex(i.get()), alias);
         add_tbf(s.get(), rtnl_link_get_ifindex(i.get()), ifb, t);
         add_ingress_qdisc(s.get(), ifindex, dev);
         add_redirect(s.get(), ifindex, dev, rtnl_link_get_ifindex(i.get()), ifb);

@@ -69,6 +69,7 @@ BOOKKEEPING = [re.compile(p) for p in (
     r"state/node-labels/[^/]+\.json",
     r"state/bandwidth",                               # the bandwidth ledger
     r"state/bandwidth/[^/]+",                         # a link's ledger directory (its lock)
+    r"state/bandwidth/[^/]+/capacity",                # what its last admission counted against
 ) + REFUSAL_COUNTER]
 
 

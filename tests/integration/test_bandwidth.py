@@ -262,6 +262,17 @@ class Bandwidth(NetnsTestCase):
         return self.macvlan_conf(bandwidth={"egressRate": egress_mbit * MBIT, "egressBurst": MBIT},
                                  topology=dict(linkCapacityMbps=capacity, **topology), subnet=subnet)
 
+    def test_gc_collects_a_ledger_entry_whose_record_is_lost(self):
+        conf = self.admission_conf(40)
+        pod, path = self.make_pod()
+        self.assertOk(self.run_plugin("ADD", conf, netns=path, container_id="lost"))
+        records = os.path.join(self.state_dir, "attachments", conf["name"])
+        for f in os.listdir(records):
+            os.unlink(os.path.join(records, f))
+        self.assertEqual(len(self.ledger(self.master)), 1)
+        self.assertOk(self.run_plugin("GC", dict(conf, **{"cni.dev/valid-attachments": []})))
+        self.assertEqual(self.ledger(self.master), [])
+
     def test_two_pods_that_fit_the_master_are_admitted_and_a_third_is_refused_naming_the_numbers(self):
         pods = [self.make_pod() for _ in range(3)]
         for i in range(2):
@@ -334,6 +345,8 @@ class Bandwidth(NetnsTestCase):
         before = self.files()
         cases = [
             ({"bandwidth": {"egressRate": -1}}, "bandwidth.egressRate"),
+            ({"bandwidth": {"egressRate": 5}}, "bandwidth.egressRate"),
+            ({"bandwidth": {"ingressRate": 20_000_000_000}}, "bandwidth.ingressRate"),
             ({"bandwidth": {"egressRate": "10M"}}, "bandwidth.egressRate"),
             ({"bandwidth": {"egressRate": 1.5}}, "bandwidth.egressRate"),
             ({"bandwidth": {"ingressBurst": 1000}}, "bandwidth.ingressBurst"),
@@ -400,6 +413,19 @@ class Bandwidth(NetnsTestCase):
         nfd = dict(l.split("=", 1) for l in self.node_report().splitlines() if l and not l.startswith("#"))
         self.assertEqual(nfd[f"topocni.io/bandwidth.{self.master}.capacity-gbps"], "0")
         self.assertEqual(nfd[f"topocni.io/ipam.{net}.free-addresses"], "3")
+        # A dual-stack network: its label is the fewest free addresses of any range set.
+        dual = self.macvlan_conf(name=f"dual{self.tag}", subnet="10.81.0.0/29", v6="fd00:81::/64")
+        self.assertOk(self.run_plugin("ADD", dual, netns=self.make_pod()[1], container_id="d0"))
+        nfd = dict(l.split("=", 1) for l in self.node_report().splitlines() if l and not l.startswith("#"))
+        self.assertEqual(nfd[f"topocni.io/ipam.dual{self.tag}.free-addresses"], "4")
+        # An idle link keeps the capacity its admissions counted against.
+        for i in range(2):
+            self.assertOk(self.run_plugin("DEL", conf, netns=pods[i][1], container_id=f"r{i}"))
+        fams = promtext.parse(self.node_report("--format", "prometheus"))
+        self.assertEqual(promtext.value(fams, "topocni_bandwidth_capacity_bps", master=self.master, direction="egress"),
+                         100 * MBIT)
+        self.assertEqual(promtext.value(fams, "topocni_bandwidth_committed_bps", master=self.master,
+                                        direction="egress"), 0)
         out = os.path.join(self.tmp, "out", "topocni.prom")
         os.makedirs(os.path.dirname(out))
         self.node_report("--format", "prometheus", "--output", out)

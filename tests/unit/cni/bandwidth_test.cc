@@ -147,3 +147,45 @@ TEST_CASE("without a known capacity unknownTopology decides, and nothing is comm
     auto deny = admit(n.conf({{"bandwidth", {{"egressRate", G}}}, {"topology", {{"unknownTopology", "deny"}}}}));
     CHECK_FALSE(deny.verdict.pass);
 }
+
+TEST_CASE("containerd's capitalised bandwidth keys are read from runtimeConfig, not from the config") {
+    Node n;
+    auto c = parse(n.conf({{"runtimeConfig", {{"bandwidth", {{"IngressRate", 10'000'000}, {"IngressBurst", 4294967295ULL},
+                                                             {"EgressRate", 0}, {"EgressBurst", 0}}}}}}));
+    REQUIRE(c.bandwidth);
+    CHECK(c.bandwidth->ingress->rate_bps == 10'000'000);
+    CHECK(c.bandwidth->ingress->burst_bits == 4294967295ULL);
+    CHECK_FALSE(c.bandwidth->egress);
+    CHECK(has(error_of(n.conf({{"runtimeConfig", {{"bandwidth", {{"IngressRate", 1000}, {"ingressrate", 1000}}}}}})),
+              "given twice"));
+    CHECK(has(error_of(n.conf({{"runtimeConfig", {{"bandwidth", {{"EgressRate", "x"}}}}}})),
+              "runtimeConfig.bandwidth.EgressRate"));
+    CHECK(has(error_of(n.conf({{"bandwidth", {{"EgressRate", 1000}}}})), "bandwidth.EgressRate: unknown key"));
+    CHECK(has(error_of(n.conf({{"bandwidth", {{"egressRate", 7}}}})), "bandwidth.egressRate: 7 is below"));
+}
+
+TEST_CASE("a PF used as a macvlan master shares one ledger with its VFs") {
+    Node n;
+    fs::create_directory_symlink("../../../bus/pci/devices/0000:03:00.0", n.root / "sys/class/net/ens1f0/device");
+    n.write("sys/bus/pci/devices/0000:03:00.0/sriov_totalvfs", "8\n");
+    n.commit("vfpod", 20 * G, 0);   // a VF's attachment, under the PF's PCI address
+    json mv = n.conf({{"attachment", "macvlan"}, {"master", "ens1f0"}, {"bandwidth", {{"egressRate", 6 * G}}}});
+    mv.erase("deviceID");
+    auto a = admit(mv);
+    CHECK(a.link == "0000:03:00.0");
+    CHECK(has(a.verdict.evidence, "master 'ens1f0' (PF 0000:03:00.0)"));
+    CHECK_FALSE(a.admitted);   // 20 + 6 > 25
+}
+
+TEST_CASE("ledger entries of attachments whose names differ only by where '_' is are two entries") {
+    Node n;
+    std::string sd = n.p("state");
+    fs::create_directories(cni::ledger::dir(sd, "l"));
+    cni::ledger::commit(sd, "l", {"a_b", "c", "net1", 1, 0, 0, 1.0, ""});
+    cni::ledger::commit(sd, "l", {"a", "b_c", "net1", 2, 0, 0, 1.0, ""});
+    CHECK(cni::ledger::entries(sd, "l").size() == 2);
+    CHECK(cni::ledger::remove(sd, "l", "a", "b_c", "net1"));
+    auto left = cni::ledger::entries(sd, "l");
+    REQUIRE(left.size() == 1);
+    CHECK(left[0].network == "a_b");
+}
