@@ -15,6 +15,9 @@ TEST_CASE("sysctl: get, set and ensure act on the calling thread's namespace onl
     auto host = sysctl::get("net/ipv4/ip_forward");
     REQUIRE(host);
     netns::with(a.handle, [&] {
+        // A new netns starts with the node's IPv4 forwarding (devconf_inherit_init_net 0
+        // inherits init_net's), so the test sets its own starting point.
+        sysctl::set("net/ipv4/ip_forward", "0");
         CHECK(sysctl::get("net/ipv4/ip_forward") == "0");
         sysctl::set("net/ipv4/ip_forward", "1");
         CHECK(sysctl::get("net/ipv4/ip_forward") == "1");
@@ -22,7 +25,8 @@ TEST_CASE("sysctl: get, set and ensure act on the calling thread's namespace onl
         CHECK(sysctl::get("net/ipv4/ip_forward") == "1");
         sysctl::ensure("net/ipv4/ip_forward", "0");
         CHECK(sysctl::get("net/ipv4/ip_forward") == "0");
-        sysctl::set("net/ipv4/ip_forward", "1");
+        // The opposite of the node's: the check below then shows the node's did not move.
+        sysctl::set("net/ipv4/ip_forward", *host == "1" ? "0" : "1");
 
         // Slash-form names keep interface names with dots intact.
         netns::nl::Socket s;
