@@ -1,10 +1,10 @@
-#include "cni/attachment.h"
+#include "cni/attach/attachment.h"
 #include "cni/delegate.h"
 #include "cni/error.h"
-#include "cni/failpoint.h"
+#include "base/failpoint.h"
 #include "cni/ipam.h"
-#include "cni/meta.h"
-#include "cni/placement.h"
+#include "cni/attach/delegate.h"
+#include "cni/placement/placement.h"
 #include "cni/records.h"
 #include "cni/pod_netns.h"
 #include "cni/result.h"
@@ -59,7 +59,7 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
 
     // Held until we return: GC of this network waits for us and we for it.
     NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
-    Rollback undo;
+    base::Rollback undo;
     // Runs last: the directories this ADD created go when nothing else is in them.
     undo.add("network directory", [&] { gc_guard.release_created(); });
     // The record goes first: if we die anywhere below, GC finds the attachment by it.
@@ -68,14 +68,14 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
     admit_bandwidth(ctx, undo);
     Result ipam = ipam_add(env, c, undo);
-    failpoint("after-ipam");
+    base::failpoint("after-ipam");
 
     Result result;
     attachment->add(ctx, ipam, result, undo);
     if (!c.dns.empty()) result.dns = c.dns;
 
     auto out = result_to_json(result, c.cni_version);
-    failpoint("before-result");
+    base::failpoint("before-result");
     rec.result = out;
     write_record(c.state_dir, rec);
     undo.dismiss();

@@ -38,8 +38,8 @@ Args Args::parse(const std::string& s) {
                 std::string one = v.substr(p, comma - p);
                 p = comma + 1;
                 auto slash = one.find('/');
-                auto ip = ipam::IpAddr::parse(one.substr(0, slash));
-                if (!ip || (slash != std::string::npos && !ipam::IpNet::parse(one)))
+                auto ip = base::IpAddr::parse(one.substr(0, slash));
+                if (!ip || (slash != std::string::npos && !base::IpNet::parse(one)))
                     bad("IP='" + v + "' is not an IP address (or a comma-separated list of them)");
                 a.ips.push_back(*ip);
             }

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "ipam/ip.h"
+#include "base/ip.h"
 
 namespace cni {
 
 struct Args {
     std::map<std::string, std::string> all;   ///< every pair, verbatim
     bool ignore_unknown = false;
-    std::vector<ipam::IpAddr> ips;            ///< IP=<ip>[/<prefix>][,<ip>...] (Multus joins with ',')
+    std::vector<base::IpAddr> ips;            ///< IP=<ip>[/<prefix>][,<ip>...] (Multus joins with ',')
     std::optional<std::string> mac;           ///< MAC=
     std::string pod_namespace, pod_name, pod_infra_container_id, pod_uid;
 

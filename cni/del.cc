@@ -1,14 +1,14 @@
 #include <cerrno>
 
-#include "cni/attachment.h"
+#include "cni/attach/attachment.h"
 #include "cni/error.h"
 #include "cni/ipam.h"
-#include "cni/log.h"
-#include "cni/meta.h"
+#include "base/log.h"
+#include "cni/attach/delegate.h"
 #include "cni/pod_netns.h"
-#include "cni/ledger.h"
+#include "cni/placement/ledger.h"
 #include "cni/records.h"
-#include "cni/shaping.h"
+#include "cni/attach/shaping.h"
 #include "cni/verbs.h"
 
 namespace cni {
@@ -25,7 +25,7 @@ Output meta_del(const Env& env, const conf::NetConf& c) {
         meta_run(env, c);
     } catch (const Error& e) {
         if (delegated) throw;
-        log::warn(std::string(e.what()) + " (ignored: the delegate never got an ADD for this attachment)");
+        base::log::warn(std::string(e.what()) + " (ignored: the delegate never got an ADD for this attachment)");
     }
     remove_record(c.state_dir, c.name, env.container_id, env.ifname);
     return std::nullopt;
@@ -41,7 +41,7 @@ Output cmd_del(const Env& env, const conf::NetConf& c) {
     if (c.name.empty()) {
         // Every file of an attachment is found through the network's name, and ADD refuses
         // a config without a valid one: nothing can have been added under it.
-        log::warn("the config has no valid name; nothing can have been added under it, nothing to delete");
+        base::log::warn("the config has no valid name; nothing can have been added under it, nothing to delete");
         return std::nullopt;
     }
     if (c.delegate) return meta_del(env, c);

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cni/error.h"
-#include "cni/log.h"
-#include "netns/fd.h"
+#include "base/log.h"
+#include "base/fd.h"
 
 extern char** environ;
 
@@ -52,7 +52,7 @@ bool absent_plugin(const std::vector<std::string>& path, const std::string& type
         return false;
     } catch (const Error& e) {
         if (recorded()) throw;
-        log::warn(std::string(e.what()) + "; it got no ADD for this attachment, so it holds nothing of it");
+        base::log::warn(std::string(e.what()) + "; it got no ADD for this attachment, so it holds nothing of it");
         return true;
     }
 }
@@ -67,9 +67,9 @@ std::string run_plugin(const std::vector<std::string>& path, const std::string& 
     std::string exe = find_plugin(path, type, key);
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) < 0) fail_internal("failed to create pipe: " + std::string(strerror(errno)), errno);
-    netns::UniqueFd in_r(in[0]), in_w(in[1]);
+    base::UniqueFd in_r(in[0]), in_w(in[1]);
     if (pipe2(out, O_CLOEXEC) < 0) fail_internal("failed to create pipe: " + std::string(strerror(errno)), errno);
-    netns::UniqueFd out_r(out[0]), out_w(out[1]);
+    base::UniqueFd out_r(out[0]), out_w(out[1]);
 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

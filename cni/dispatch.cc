@@ -7,9 +7,9 @@
 #include <cstring>
 #include <iostream>
 
-#include "cni/attachment.h"
+#include "cni/attach/attachment.h"
 #include "cni/error.h"
-#include "cni/log.h"
+#include "base/log.h"
 #include "cni/result.h"
 #include "cni/verbs.h"
 #include "cni/version.h"
@@ -56,7 +56,7 @@ int run_plugin(const PluginIo& io, std::span<const VerbEntry> verbs) {
     std::string version;   // for the error object; the config's when we got that far
     try {
         Env env = Env::from(io.getenv);
-        log::set_context(env.command, env.container_id, env.ifname);
+        base::log::set_context(env.command, env.container_id, env.ifname);
         if (env.verb == Verb::Version) {
             io.write(printed(cmd_version(io.stdin_is_tty ? std::string() : io.read_stdin())));
             return 0;
@@ -68,9 +68,9 @@ int run_plugin(const PluginIo& io, std::span<const VerbEntry> verbs) {
         conf::NetConf c = conf::parse(text, {env.args.mac, env.args.ips},
                                       teardown ? conf::Purpose::Teardown : conf::Purpose::Setup);
         version = c.cni_version;
-        if (io.configure_logging) log::configure(c.log_level, c.log_file.value_or(""));
-        log::debug("config: " + text);
-        for (auto& ignored : c.ignored) log::warn(std::string("ignored for ") + verb_name(env.verb) + ": " + ignored);
+        if (io.configure_logging) base::log::configure(c.log_level, c.log_file.value_or(""));
+        base::log::debug("config: " + text);
+        for (auto& ignored : c.ignored) base::log::warn(std::string("ignored for ") + verb_name(env.verb) + ": " + ignored);
         for (auto& v : verbs) {
             if (v.verb != env.verb) continue;
             if (!at_least(c.cni_version, v.min_version))
@@ -78,18 +78,18 @@ int run_plugin(const PluginIo& io, std::span<const VerbEntry> verbs) {
                             "cniVersion " + c.cni_version + " < " + v.min_version);
             if (auto out = v.run(env, c)) {
                 io.write(printed(*out));
-                log::info("result: " + out->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+                base::log::info("result: " + out->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
             } else {
-                log::info("done");
+                base::log::info("done");
             }
             return 0;
         }
         throw Error(kInvalidEnv, "unknown CNI_COMMAND: '" + env.command + "'");
     } catch (const Error& e) {
-        log::error("code " + std::to_string(e.code) + ": " + e.what() + (e.details.empty() ? "" : " (" + e.details + ")"));
+        base::log::error("code " + std::to_string(e.code) + ": " + e.what() + (e.details.empty() ? "" : " (" + e.details + ")"));
         io.write(printed(error_to_json(e.code, e.what(), e.details, version)));
     } catch (const std::exception& e) {
-        log::error(std::string("internal error: ") + e.what());
+        base::log::error(std::string("internal error: ") + e.what());
         io.write(printed(error_to_json(kInternal, e.what(), "", version)));
     }
     return 1;

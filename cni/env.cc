@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "cni/error.h"
-#include "cni/text.h"
+#include "base/text.h"
 
 namespace cni {
 
@@ -28,7 +28,7 @@ const char* verb_name(Verb v) {
 
 std::string ifname_problem(const std::string& n) {
     if (n.empty()) return "is empty";
-    if (!valid_utf8(n)) return "is not valid UTF-8";   // it goes into JSON results
+    if (!base::valid_utf8(n)) return "is not valid UTF-8";   // it goes into JSON results
     if (n.size() > 15) return "is longer than 15 bytes";
     if (n == "." || n == "..") return "may not be '.' or '..'";
     for (unsigned char c : n)
@@ -84,7 +84,7 @@ Env Env::from(const std::function<const char*(const char*)>& get) {
     }
     if (!e.netns.empty() && e.netns[0] != '/') bad_env("CNI_NETNS '" + e.netns + "' is not an absolute path");
     // It is echoed in the result ("sandbox") and in records, which are JSON.
-    if (!valid_utf8(e.netns)) bad_env("CNI_NETNS '" + e.netns + "' is not valid UTF-8");
+    if (!base::valid_utf8(e.netns)) bad_env("CNI_NETNS '" + e.netns + "' is not valid UTF-8");
 
     std::string path = getenv_str("CNI_PATH");
     size_t pos = 0;

@@ -1,14 +1,14 @@
 #include <sys/stat.h>
 
-#include "cni/attachment.h"
+#include "cni/attach/attachment.h"
 #include "cni/error.h"
 #include "cni/ipam.h"
-#include "cni/log.h"
+#include "base/log.h"
 #include "ipam/host_local.h"
-#include "cni/meta.h"
-#include "cni/ledger.h"
+#include "cni/attach/delegate.h"
+#include "cni/placement/ledger.h"
 #include "cni/records.h"
-#include "cni/shaping.h"
+#include "cni/attach/shaping.h"
 #include "cni/verbs.h"
 
 namespace cni {
@@ -49,7 +49,7 @@ void sweep_ledger(const conf::NetConf& c, const std::vector<ipam::Owner>& valid)
 // list means that, and only an explicit empty list may say it.
 Output cmd_gc(const Env& env, const conf::NetConf& c) {
     if (c.name.empty()) {
-        log::warn("the config has no valid name; nothing can have been added under it, nothing to collect");
+        base::log::warn("the config has no valid name; nothing can have been added under it, nothing to collect");
         return std::nullopt;
     }
     if (c.delegate) {

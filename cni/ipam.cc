@@ -28,7 +28,7 @@ void ipam_preflight(const Env& env, const conf::NetConf& c) {
     else find_plugin(env.path, c.ipam_type, "ipam.type");
 }
 
-Result ipam_add(const Env& env, const conf::NetConf& c, Rollback& undo) {
+Result ipam_add(const Env& env, const conf::NetConf& c, base::Rollback& undo) {
     if (c.ipam_type.empty()) return {};
     Result r;
     if (builtin(c)) {

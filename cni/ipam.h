@@ -1,8 +1,8 @@
 // IPAM for every verb: the built-in host-local, or any other type run from CNI_PATH.
 #pragma once
-#include "cni/cleanup.h"
+#include "base/cleanup.h"
 #include "cni/env.h"
-#include "cni/types.h"
+#include "cni/result.h"
 #include "conf/netconf.h"
 
 namespace cni {
@@ -13,7 +13,7 @@ void ipam_preflight(const Env& env, const conf::NetConf& c);
 /// Allocates addresses (empty result when the config has no ipam) and registers on
 /// `undo` how to take them back: the built-in store also puts its cursors back and
 /// removes the directories it created; another plugin gets a DEL.
-Result ipam_add(const Env& env, const conf::NetConf& c, Rollback& undo);
+Result ipam_add(const Env& env, const conf::NetConf& c, base::Rollback& undo);
 /// Releases the attachment's addresses; succeeds when there is nothing to release.
 void ipam_del(const Env& env, const conf::NetConf& c);
 /// Verifies the attachment still holds the addresses of `prev`.

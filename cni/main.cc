@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cni/cli.h"
+#include "cni/cli/cli.h"
 #include "cni/verbs.h"
 #include "cni/version.h"
 

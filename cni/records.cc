@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "cni/error.h"
-#include "cni/log.h"
+#include "base/log.h"
 #include "ipam/fs.h"
 
 namespace cni {
@@ -64,7 +64,7 @@ void write_record(const std::string& state_dir, const Record& r) {
     try {
         ipam::fs::mkdir_p(dir, 0700);
     } catch (const Error& e) {
-        log::warn(e.what());
+        base::log::warn(e.what());
         return;
     }
     nlohmann::json j = {{"network", r.network}, {"containerID", r.container_id}, {"ifname", r.ifname},
@@ -87,7 +87,7 @@ void write_record(const std::string& state_dir, const Record& r) {
         try {
             ipam::fs::write_in_place(AT_FDCWD, final_path, text, final_path);
         } catch (const Error& e) {
-            log::warn(e.what());
+            base::log::warn(e.what());
         }
         return;
     }
@@ -96,7 +96,7 @@ void write_record(const std::string& state_dir, const Record& r) {
     // (auto_da_alloc). Either way the final name holds one whole record at every moment.
     std::string tmp = dir + "/.tmp-" + std::to_string(getpid()) + "-" + r.container_id;
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) { log::warn("cannot write '" + tmp + "': " + strerror(errno)); return; }
+    if (fd < 0) { base::log::warn("cannot write '" + tmp + "': " + strerror(errno)); return; }
     bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     ::close(fd);
     if (ok && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) == 0) {
@@ -104,7 +104,7 @@ void write_record(const std::string& state_dir, const Record& r) {
         return;
     }
     if (!ok || ::rename(tmp.c_str(), final_path.c_str()) < 0) {
-        log::warn("cannot write '" + final_path + "': " + strerror(errno));
+        base::log::warn("cannot write '" + final_path + "': " + strerror(errno));
         ::unlink(tmp.c_str());
     }
 }

@@ -1,7 +1,7 @@
 #include "cni/result.h"
 
 #include "cni/error.h"
-#include "cni/text.h"
+#include "base/text.h"
 #include "cni/version.h"
 #include "conf/fields.h"
 
@@ -93,23 +93,23 @@ json result_to_json(const Result& r, const std::string& version) {
 
 namespace {
 
-ipam::IpAddr read_ip(const json& obj, const std::string& key, const std::string& path) {
+base::IpAddr read_ip(const json& obj, const std::string& key, const std::string& path) {
     auto s = conf::opt_string(obj, key, path);
     if (!s) conf::bad(conf::join(path, key), "missing");
-    auto a = ipam::IpAddr::parse(*s);
+    auto a = base::IpAddr::parse(*s);
     if (!a) conf::bad(conf::join(path, key), "'" + *s + "' is not an IP address");
     return *a;
 }
 
-std::optional<ipam::IpAddr> read_opt_ip(const json& obj, const std::string& key, const std::string& path) {
+std::optional<base::IpAddr> read_opt_ip(const json& obj, const std::string& key, const std::string& path) {
     if (!conf::member(obj, key)) return std::nullopt;
     return read_ip(obj, key, path);
 }
 
-ipam::IpNet read_net(const json& obj, const std::string& key, const std::string& path) {
+base::IpNet read_net(const json& obj, const std::string& key, const std::string& path) {
     auto s = conf::opt_string(obj, key, path);
     if (!s) conf::bad(conf::join(path, key), "missing");
-    auto n = ipam::IpNet::parse(*s);
+    auto n = base::IpNet::parse(*s);
     if (!n) conf::bad(conf::join(path, key), "'" + *s + "' is not a CIDR (address/prefix)");
     return *n;
 }
@@ -203,10 +203,10 @@ Result result_from_json(const json& j, const std::string& path) {
 json error_to_json(int code, const std::string& msg, const std::string& details, const std::string& version) {
     // Messages quote input (a config value, a path, a parser's view of the bytes), which
     // may be any bytes; the error object must still print as JSON.
-    json j = {{"cniVersion", version.empty() || !valid_utf8(version) ? "1.1.0" : version},
+    json j = {{"cniVersion", version.empty() || !base::valid_utf8(version) ? "1.1.0" : version},
               {"code", code},
-              {"msg", utf8_escaped(msg)}};
-    if (!details.empty()) j["details"] = utf8_escaped(details);
+              {"msg", base::utf8_escaped(msg)}};
+    if (!details.empty()) j["details"] = base::utf8_escaped(details);
     return j;
 }
 

@@ -4,9 +4,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cni/types.h"
+#include "base/types.h"
 
 namespace cni {
+
+// The result model lives below every layer (IPAM fills it, netlink applies it); the
+// protocol reads and prints it, and cni code names it unqualified.
+using base::Dns;
+using base::Interface;
+using base::IpConfig;
+using base::Result;
+using base::Route;
 
 /// Prints a result in `version`'s shape. 0.1.0/0.2.0 need at least one IP (an L2-only
 /// result cannot be expressed there): code 1 otherwise.

@@ -1,6 +1,6 @@
 #include "cni/error.h"
 #include "cni/ipam.h"
-#include "cni/meta.h"
+#include "cni/attach/delegate.h"
 #include "cni/verbs.h"
 
 namespace cni {

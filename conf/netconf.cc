@@ -5,7 +5,7 @@
 #include "cni/env.h"
 #include "cni/error.h"
 #include "cni/result.h"
-#include "cni/text.h"
+#include "base/text.h"
 #include "cni/version.h"
 #include "conf/fields.h"
 #include "netns/netlink.h"
@@ -28,12 +28,12 @@ Attachment parse_attachment(const json& j) {
     bad("attachment", "'" + a + "' is not one of veth, macvlan, sriov");
 }
 
-std::vector<ipam::IpAddr> parse_ip_list(const json& obj, const std::string& key, const std::string& path) {
-    std::vector<ipam::IpAddr> out;
+std::vector<base::IpAddr> parse_ip_list(const json& obj, const std::string& key, const std::string& path) {
+    std::vector<base::IpAddr> out;
     auto strs = opt_strings(obj, key, path);
     for (size_t i = 0; i < strs.size(); ++i) {
         auto s = strs[i].substr(0, strs[i].find('/'));
-        auto a = ipam::IpAddr::parse(s);
+        auto a = base::IpAddr::parse(s);
         if (!a) bad(index(join(path, key), i), "'" + strs[i] + "' is not an IP address");
         out.push_back(*a);
     }
@@ -180,7 +180,7 @@ NetConf parse(const std::string& input, const ArgsView& args, Purpose purpose) {
     // Teardown reads bytes that are not UTF-8 as Go's encoding/json does (U+FFFD), so a
     // config ADD could not decode still lets DEL run; nothing was added under it.
     std::string replaced;
-    if (purpose == Purpose::Teardown && !cni::valid_utf8(input)) replaced = cni::utf8_replaced(input);
+    if (purpose == Purpose::Teardown && !base::valid_utf8(input)) replaced = base::utf8_replaced(input);
     const std::string& text = replaced.empty() ? input : replaced;
     // Depth is bounded by nlohmann's recursive parser; guard against stack exhaustion
     // from hostile, deeply nested input before handing it over.

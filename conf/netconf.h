@@ -7,10 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cni/types.h"
+#include "base/types.h"
 #include "conf/bandwidth.h"
 #include "conf/placement.h"
-#include "conf/sriov.h"
+#include "cni/attach/sriov_conf.h"
 #include "ipam/host_local.h"
 
 namespace conf {
@@ -39,7 +39,7 @@ struct NetConf {
     // IPAM
     std::string ipam_type;                ///< "" = L2 only
     std::optional<ipam::Config> host_local;   ///< parsed when ipam_type == "host-local"
-    std::vector<ipam::IpAddr> requested_ips;  ///< CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips
+    std::vector<base::IpAddr> requested_ips;  ///< CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips
 
     // SR-IOV (conf/sriov.cc) and placement (conf/placement.cc) parse their own keys.
     std::optional<SriovConf> sriov;       ///< set when attachment == sriov
@@ -54,8 +54,8 @@ struct NetConf {
     std::optional<std::string> log_file;  ///< logFile
     std::string log_level = "error";      ///< logLevel: error, warning, info, debug
 
-    cni::Dns dns;                         ///< top-level "dns"
-    std::optional<cni::Result> prev_result;
+    base::Dns dns;                         ///< top-level "dns"
+    std::optional<base::Result> prev_result;
     std::optional<std::vector<ipam::Owner>> valid_attachments;   ///< GC input
 
     nlohmann::json raw;                   ///< the whole config, as given (for delegation)
@@ -65,7 +65,7 @@ struct NetConf {
 /// What of CNI_ARGS the config parser needs (kept separate so conf/ does not depend on cni/env).
 struct ArgsView {
     std::optional<std::string> mac;
-    std::vector<ipam::IpAddr> ips;
+    std::vector<base::IpAddr> ips;
 };
 
 /// What the config is parsed for.

@@ -9,18 +9,18 @@ namespace ipam {
 
 namespace {
 
-cni::IpConfig ip_config(const RangeSet& set, const IpAddr& ip) {
+base::IpConfig ip_config(const RangeSet& set, const base::IpAddr& ip) {
     const Range* r = range_for(set, ip);
-    return {IpNet{ip, r->subnet.prefix}, r->gateway, std::nullopt};
+    return {base::IpNet{ip, r->subnet.prefix}, r->gateway, std::nullopt};
 }
 
-std::optional<IpAddr> held_in(const RangeSet& set, const std::vector<IpAddr>& held) {
+std::optional<base::IpAddr> held_in(const RangeSet& set, const std::vector<base::IpAddr>& held) {
     for (auto& ip : held)
         if (range_for(set, ip)) return ip;
     return std::nullopt;
 }
 
-std::optional<size_t> set_of(const std::vector<RangeSet>& sets, const IpAddr& ip) {
+std::optional<size_t> set_of(const std::vector<RangeSet>& sets, const base::IpAddr& ip) {
     for (size_t i = 0; i < sets.size(); ++i)
         if (range_for(sets[i], ip)) return i;
     return std::nullopt;
@@ -32,7 +32,7 @@ std::string all_sets(const std::vector<RangeSet>& sets) {
     return out;
 }
 
-std::string join(const std::vector<IpAddr>& ips) {
+std::string join(const std::vector<base::IpAddr>& ips) {
     std::string out;
     for (auto& ip : ips) out += (out.empty() ? "" : ", ") + ip.str();
     return out;
@@ -40,14 +40,14 @@ std::string join(const std::vector<IpAddr>& ips) {
 
 }  // namespace
 
-std::vector<cni::IpConfig> Allocator::allocate(const Owner& owner, const std::vector<IpAddr>& requested) {
+std::vector<base::IpConfig> Allocator::allocate(const Owner& owner, const std::vector<base::IpAddr>& requested) {
     auto wanted = assign_requested(sets_, requested);
     moves_.clear();
     auto held = store_.indexed(owner);
-    cni::Rollback undo;   // releases the addresses this call reserved, unless dismissed
-    std::vector<cni::IpConfig> out;
+    base::Rollback undo;   // releases the addresses this call reserved, unless dismissed
+    std::vector<base::IpConfig> out;
     for (size_t i = 0; i < sets_.size(); ++i) {
-        IpAddr ip;
+        base::IpAddr ip;
         if (wanted[i]) ip = claim_requested(i, *wanted[i], owner, undo);
         else if (auto h = held_in(sets_[i], held)) ip = *h;
         else ip = claim_next(i, owner, undo);
@@ -59,10 +59,10 @@ std::vector<cni::IpConfig> Allocator::allocate(const Owner& owner, const std::ve
 
 // Maps requested addresses to their sets before anything is reserved, so a bad
 // request fails without touching the store. At most one address per set.
-std::vector<std::optional<IpAddr>> Allocator::assign_requested(const std::vector<RangeSet>& sets,
-                                                                const std::vector<IpAddr>& requested) {
-    std::vector<std::optional<IpAddr>> per_set(sets.size());
-    std::vector<IpAddr> extra;
+std::vector<std::optional<base::IpAddr>> Allocator::assign_requested(const std::vector<RangeSet>& sets,
+                                                                const std::vector<base::IpAddr>& requested) {
+    std::vector<std::optional<base::IpAddr>> per_set(sets.size());
+    std::vector<base::IpAddr> extra;
     for (auto& ip : requested) {
         auto s = set_of(sets, ip);
         if (!s) cni::fail_config("requested IP " + ip.str() + " is not in any range set (" + all_sets(sets) + ")");
@@ -77,7 +77,7 @@ std::vector<std::optional<IpAddr>> Allocator::assign_requested(const std::vector
 }
 
 // Already ours is fine: a retried ADD with the same request must succeed.
-IpAddr Allocator::claim_requested(size_t set, const IpAddr& ip, const Owner& owner, cni::Rollback& undo) {
+base::IpAddr Allocator::claim_requested(size_t set, const base::IpAddr& ip, const Owner& owner, base::Rollback& undo) {
     auto h = store_.holder(ip);
     if (h && held_by(*h, owner)) return ip;
     auto taken = [&](const std::string& by) {
@@ -91,7 +91,7 @@ IpAddr Allocator::claim_requested(size_t set, const IpAddr& ip, const Owner& own
     return ip;
 }
 
-IpAddr Allocator::claim_next(size_t set, const Owner& owner, cni::Rollback& undo) {
+base::IpAddr Allocator::claim_next(size_t set, const Owner& owner, base::Rollback& undo) {
     RangeIter it(sets_[set], store_.cursor(set));
     while (auto ip = it.next()) {
         if (store_.taken(*ip) || !store_.reserve(*ip, owner)) continue;
@@ -103,7 +103,7 @@ IpAddr Allocator::claim_next(size_t set, const Owner& owner, cni::Rollback& undo
 
 // The cursor's old value is kept so that an undo (here, or HostLocal::undo after a later
 // step of ADD failed) can put it back: a refused ADD changes nothing.
-void Allocator::claimed(size_t set, const IpAddr& ip, const Owner& owner, cni::Rollback& undo) {
+void Allocator::claimed(size_t set, const base::IpAddr& ip, const Owner& owner, base::Rollback& undo) {
     undo.add("release " + ip.str(), [this, ip, owner] { store_.remove({ip, owner.container_id, owner.ifname}); });
     CursorMove move{set, store_.cursor(set), ip};
     store_.set_cursor(set, ip);

@@ -4,8 +4,8 @@
 #include <optional>
 #include <vector>
 
-#include "cni/cleanup.h"
-#include "cni/types.h"
+#include "base/cleanup.h"
+#include "base/types.h"
 #include "ipam/host_local.h"
 #include "ipam/store.h"
 
@@ -15,8 +15,8 @@ namespace ipam {
 /// to `after`. An undo puts it back when nobody moved it since.
 struct CursorMove {
     size_t set = 0;
-    std::optional<IpAddr> before;
-    IpAddr after;
+    std::optional<base::IpAddr> before;
+    base::IpAddr after;
 };
 
 class Store;
@@ -31,21 +31,21 @@ public:
     /// Maps requested addresses to their sets (at most one per set), without a store:
     /// code 7 naming the address when one is outside every set or is a gateway. ADD
     /// runs this before it changes anything.
-    static std::vector<std::optional<IpAddr>> assign_requested(const std::vector<RangeSet>& sets,
-                                                               const std::vector<IpAddr>& requested);
+    static std::vector<std::optional<base::IpAddr>> assign_requested(const std::vector<RangeSet>& sets,
+                                                               const std::vector<base::IpAddr>& requested);
 
     /// One IpConfig per set, in set order. A requested address is used for its set;
     /// otherwise an address the owner already holds there (retried ADD); otherwise the
     /// next free one in round-robin order. On failure only what this call reserved is
     /// released.
-    std::vector<cni::IpConfig> allocate(const Owner& owner, const std::vector<IpAddr>& requested);
+    std::vector<base::IpConfig> allocate(const Owner& owner, const std::vector<base::IpAddr>& requested);
     /// The cursors the last successful allocate() moved.
     const std::vector<CursorMove>& cursor_moves() const { return moves_; }
 
 private:
-    IpAddr claim_requested(size_t set, const IpAddr& ip, const Owner& owner, cni::Rollback& undo);
-    IpAddr claim_next(size_t set, const Owner& owner, cni::Rollback& undo);
-    void claimed(size_t set, const IpAddr& ip, const Owner& owner, cni::Rollback& undo);
+    base::IpAddr claim_requested(size_t set, const base::IpAddr& ip, const Owner& owner, base::Rollback& undo);
+    base::IpAddr claim_next(size_t set, const Owner& owner, base::Rollback& undo);
+    void claimed(size_t set, const base::IpAddr& ip, const Owner& owner, base::Rollback& undo);
 
     const std::vector<RangeSet>& sets_;
     Store& store_;

@@ -39,18 +39,18 @@ std::optional<std::string> opt_string(const json& obj, const std::string& key, c
 }
 
 // An optional address; "" counts as unset, as in Go's net.IP.UnmarshalText.
-std::optional<IpAddr> opt_ip(const json& obj, const std::string& key, const std::string& path) {
+std::optional<base::IpAddr> opt_ip(const json& obj, const std::string& key, const std::string& path) {
     auto s = opt_string(obj, key, path);
     if (!s || s->empty()) return std::nullopt;
-    auto ip = IpAddr::parse(*s);
+    auto ip = base::IpAddr::parse(*s);
     if (!ip) bad(path, "invalid IP address '" + *s + "'");
     return ip;
 }
 
-IpNet req_cidr(const json& obj, const std::string& key, const std::string& path) {
+base::IpNet req_cidr(const json& obj, const std::string& key, const std::string& path) {
     auto s = opt_string(obj, key, path);
     if (!s) bad(path, "missing");
-    auto n = IpNet::parse(*s);
+    auto n = base::IpNet::parse(*s);
     if (!n) bad(path, "invalid CIDR '" + *s + "'");
     return *n;
 }
@@ -69,23 +69,23 @@ std::optional<int> opt_int(const json& obj, const std::string& key, const std::s
 
 // Checks the subnet the way Range.Canonicalize does: room for at least two addresses,
 // and no host bits.
-IpNet checked_subnet(const json& j, const std::string& path) {
-    IpNet n = req_cidr(j, "subnet", path);
+base::IpNet checked_subnet(const json& j, const std::string& path) {
+    base::IpNet n = req_cidr(j, "subnet", path);
     if (n.prefix > n.addr.bits() - 2) bad(path, "network " + n.str() + " too small to allocate from");
     if (n.network() != n)
         bad(path, "network " + n.str() + " has host bits set; the network address is " + n.network().str());
     return n;
 }
 
-std::optional<IpAddr> ip_in(const json& j, const std::string& key, const std::string& path, const IpNet& subnet) {
+std::optional<base::IpAddr> ip_in(const json& j, const std::string& key, const std::string& path, const base::IpNet& subnet) {
     auto ip = opt_ip(j, key, path + "." + key);
     if (ip && !subnet.contains(*ip)) bad(path + "." + key, ip->str() + " is not in network " + subnet.str());
     return ip;
 }
 
 // The default end excludes the v4 broadcast address but not the v6 all-ones one.
-IpAddr default_end(const IpNet& subnet) {
-    IpAddr last = subnet.last();
+base::IpAddr default_end(const base::IpNet& subnet) {
+    base::IpAddr last = subnet.last();
     return last.is_v4() ? last.prev() : last;
 }
 
@@ -93,7 +93,7 @@ Range parse_range(const json& j, const std::string& path) {
     if (!j.is_object()) bad(path, "expected an object");
     Range r;
     r.subnet = checked_subnet(j, path + ".subnet");
-    IpAddr first = r.subnet.addr.next();
+    base::IpAddr first = r.subnet.addr.next();
     r.gateway = ip_in(j, "gateway", path, r.subnet).value_or(first);
     r.start = ip_in(j, "rangeStart", path, r.subnet).value_or(first);
     r.end = ip_in(j, "rangeEnd", path, r.subnet).value_or(default_end(r.subnet));
@@ -186,9 +186,9 @@ void check_sets(const std::vector<SourcedSet>& sets, const std::string& cni_vers
             }
 }
 
-cni::Route parse_route(const json& j, const std::string& path) {
+base::Route parse_route(const json& j, const std::string& path) {
     if (!j.is_object()) bad(path, "expected an object");
-    cni::Route r;
+    base::Route r;
     r.dst = req_cidr(j, "dst", path + ".dst");
     r.gw = opt_ip(j, "gw", path + ".gw");
     r.mtu = opt_int(j, "mtu", path + ".mtu", 0, 65535);
@@ -199,8 +199,8 @@ cni::Route parse_route(const json& j, const std::string& path) {
     return r;
 }
 
-std::vector<cni::Route> parse_routes(const json& ipam) {
-    std::vector<cni::Route> out;
+std::vector<base::Route> parse_routes(const json& ipam) {
+    std::vector<base::Route> out;
     const json* routes = member(ipam, "routes");
     if (!routes) return out;
     expect_list(*routes, "ipam.routes");

@@ -20,8 +20,8 @@ constexpr const char* kLegacyOwnDir = ".topocni";   // where earlier releases ke
 // The address a directory entry reserves: only names that are exactly an address as
 // the reference prints it. This skips "lock", "last_reserved_ip.*", dot-files and
 // directories (which list_files already leaves out).
-std::optional<IpAddr> reserved_ip(const std::string& name) {
-    auto ip = IpAddr::parse(name);
+std::optional<base::IpAddr> reserved_ip(const std::string& name) {
+    auto ip = base::IpAddr::parse(name);
     if (!ip || ip->str() != name) return std::nullopt;
     return ip;
 }
@@ -93,9 +93,9 @@ void DiskStore::open_own(bool create) {
         for (auto& sub : {"owners", "tmp"})
             for (auto& d : fs::make_dirs(own_path(sub), 0755)) created_.push_back(d);
     }
-    auto open_if = [&](const char* sub, UniqueFd& fd) {
+    auto open_if = [&](const char* sub, base::UniqueFd& fd) {
         if (fd) return;
-        fd = UniqueFd(::open(own_path(sub).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        fd = base::UniqueFd(::open(own_path(sub).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (!fd && errno != ENOENT) fs::fail_io("open directory", own_path(sub), errno);
     };
     open_if("owners", owners_fd_);
@@ -120,9 +120,9 @@ void DiskStore::clear_temps() {
         fs::remove_at(tmp_fd_.get(), name, own_path("tmp/" + name));
 }
 
-bool DiskStore::taken(const IpAddr& ip) { return fs::exists_at(dir_fd_.get(), ip.str(), path(ip.str())); }
+bool DiskStore::taken(const base::IpAddr& ip) { return fs::exists_at(dir_fd_.get(), ip.str(), path(ip.str())); }
 
-std::optional<Reservation> DiskStore::holder(const IpAddr& ip) {
+std::optional<Reservation> DiskStore::holder(const base::IpAddr& ip) {
     auto content = fs::read_at(dir_fd_.get(), ip.str(), path(ip.str()));
     if (!content) return std::nullopt;
     return parse_reservation(ip, *content);
@@ -133,7 +133,7 @@ std::optional<Reservation> DiskStore::holder(const IpAddr& ip) {
 // to the address's name: the name appears with its full content or not at all, and
 // link() fails with EEXIST exactly when the address is taken. The owner index is
 // updated before, so it always lists at least what the owner holds.
-bool DiskStore::reserve(const IpAddr& ip, const Owner& owner) {
+bool DiskStore::reserve(const base::IpAddr& ip, const Owner& owner) {
     index_add(owner, ip);
     const std::string content = reservation_content(owner);
     const std::string name = ip.str();
@@ -165,8 +165,8 @@ void DiskStore::remove(const Reservation& r) {
     if (!r.ifname.empty()) index_drop({r.container_id, r.ifname}, r.ip);
 }
 
-std::vector<IpAddr> DiskStore::indexed(const Owner& owner) {
-    std::vector<IpAddr> out;
+std::vector<base::IpAddr> DiskStore::indexed(const Owner& owner) {
+    std::vector<base::IpAddr> out;
     if (auto idx = load_index(owner))
         for (auto& r : verified(*idx)) out.push_back(r.ip);
     return out;
@@ -204,8 +204,8 @@ std::vector<Reservation> DiskStore::all() {
     return out;
 }
 
-std::vector<IpAddr> DiskStore::addresses() {
-    std::vector<IpAddr> out;
+std::vector<base::IpAddr> DiskStore::addresses() {
+    std::vector<base::IpAddr> out;
     for (auto& name : fs::list_files(dir_fd_.get(), dir_))
         if (auto ip = reserved_ip(name)) out.push_back(*ip);
     std::sort(out.begin(), out.end());
@@ -213,12 +213,12 @@ std::vector<IpAddr> DiskStore::addresses() {
 }
 
 // A missing or unreadable cursor only costs round-robin order once, as in the reference.
-std::optional<IpAddr> DiskStore::cursor(size_t set) {
+std::optional<base::IpAddr> DiskStore::cursor(size_t set) {
     const std::string name = kCursorPrefix + std::to_string(set);
     auto content = fs::read_at(dir_fd_.get(), name, path(name), 64);
     if (!content) return std::nullopt;
     auto end = content->find_last_not_of(" \t\r\n");
-    return IpAddr::parse(std::string_view(*content).substr(0, end == std::string::npos ? 0 : end + 1));
+    return base::IpAddr::parse(std::string_view(*content).substr(0, end == std::string::npos ? 0 : end + 1));
 }
 
 // Rewritten in place, as the reference does, but without truncating first (on ext4 a
@@ -226,7 +226,7 @@ std::optional<IpAddr> DiskStore::cursor(size_t set) {
 // between can leave a longer address's tail behind ("10.0.0.90" for "10.0.0.9"); like a
 // missing or unreadable cursor that only changes which address comes next, since the
 // cursor is just where the search for a free address starts. Readers hold the lock.
-void DiskStore::set_cursor(size_t set, const IpAddr& ip) {
+void DiskStore::set_cursor(size_t set, const base::IpAddr& ip) {
     const std::string name = kCursorPrefix + std::to_string(set);
     fs::write_in_place(dir_fd_.get(), name, ip.str(), path(name));
 }
@@ -313,14 +313,14 @@ void DiskStore::save_index(const OwnerIndex& idx) {
     }
 }
 
-void DiskStore::index_add(const Owner& owner, const IpAddr& ip) {
+void DiskStore::index_add(const Owner& owner, const base::IpAddr& ip) {
     OwnerIndex idx = load_index(owner).value_or(OwnerIndex{owner, {}});
     if (std::find(idx.ips.begin(), idx.ips.end(), ip) != idx.ips.end()) return;
     idx.ips.push_back(ip);
     save_index(idx);
 }
 
-void DiskStore::index_drop(const Owner& owner, const IpAddr& ip) {
+void DiskStore::index_drop(const Owner& owner, const base::IpAddr& ip) {
     auto idx = load_index(owner);
     if (!idx) return;
     auto it = std::find(idx->ips.begin(), idx->ips.end(), ip);

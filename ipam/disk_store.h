@@ -19,7 +19,7 @@
 #include "ipam/lock.h"
 #include "ipam/owner_index.h"
 #include "ipam/store.h"
-#include "ipam/unique_fd.h"
+#include "base/fd.h"
 
 namespace ipam {
 
@@ -36,17 +36,17 @@ public:
     /// sys_errno ENOENT.
     DiskStore(std::string dir, std::string own_dir, std::chrono::milliseconds lock_timeout, bool durable, Mode mode);
 
-    bool taken(const IpAddr& ip) override;
-    std::optional<Reservation> holder(const IpAddr& ip) override;
-    bool reserve(const IpAddr& ip, const Owner& owner) override;
+    bool taken(const base::IpAddr& ip) override;
+    std::optional<Reservation> holder(const base::IpAddr& ip) override;
+    bool reserve(const base::IpAddr& ip, const Owner& owner) override;
     void remove(const Reservation& r) override;
-    std::vector<IpAddr> indexed(const Owner& owner) override;
+    std::vector<base::IpAddr> indexed(const Owner& owner) override;
     std::vector<Reservation> find(const Owner& owner) override;
     std::vector<Reservation> release(const Owner& owner) override;
     std::vector<Reservation> all() override;
-    std::vector<IpAddr> addresses() override;
-    std::optional<IpAddr> cursor(size_t set) override;
-    void set_cursor(size_t set, const IpAddr& ip) override;
+    std::vector<base::IpAddr> addresses() override;
+    std::optional<base::IpAddr> cursor(size_t set) override;
+    void set_cursor(size_t set, const base::IpAddr& ip) override;
     void remove_cursor(size_t set) override;
     void tidy_index() override;
     void check_writable() override;
@@ -67,15 +67,15 @@ private:
     void clear_temps();
     std::optional<OwnerIndex> load_index(const Owner& owner);
     void save_index(const OwnerIndex& idx);
-    void index_add(const Owner& owner, const IpAddr& ip);
-    void index_drop(const Owner& owner, const IpAddr& ip);
+    void index_add(const Owner& owner, const base::IpAddr& ip);
+    void index_drop(const Owner& owner, const base::IpAddr& ip);
     std::vector<Reservation> verified(const OwnerIndex& idx);
     std::vector<Reservation> scan(const Owner& owner);
 
     std::string dir_, own_dir_;
     std::vector<std::string> created_;
     FileLock lock_;
-    UniqueFd dir_fd_, owners_fd_, tmp_fd_;
+    base::UniqueFd dir_fd_, owners_fd_, tmp_fd_;
     unsigned seq_ = 0;
     bool durable_ = false;
 };

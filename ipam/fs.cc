@@ -51,22 +51,22 @@ bool is_empty_dir(const std::string& path) {
     return true;
 }
 
-UniqueFd open_dir(int at, const std::string& name, const std::string& shown) {
-    UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+base::UniqueFd open_dir(int at, const std::string& name, const std::string& shown) {
+    base::UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) fail_io("open directory", shown, errno);
     return fd;
 }
 
-UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mode_t mode) {
+base::UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mode_t mode) {
     // Nearly always there: one syscall instead of two.
-    UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECTORY));
+    base::UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECTORY));
     if (fd || errno != ENOENT) return fd ? std::move(fd) : open_dir(at, name, shown);   // open_dir reports the error
     if (::mkdirat(at, name.c_str(), mode) != 0 && errno != EEXIST) fail_io("create directory", shown, errno);
     return open_dir(at, name, shown);
 }
 
 std::optional<std::string> read_at(int at, const std::string& name, const std::string& shown, size_t max) {
-    UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    base::UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd) {
         if (errno == ENOENT) return std::nullopt;
         fail_io("open", shown, errno);
@@ -84,7 +84,7 @@ std::optional<std::string> read_at(int at, const std::string& name, const std::s
 }
 
 void create_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable) {
-    UniqueFd fd(::openat(at, name.c_str(), O_RDWR | O_EXCL | O_CREAT | O_CLOEXEC, 0600));
+    base::UniqueFd fd(::openat(at, name.c_str(), O_RDWR | O_EXCL | O_CREAT | O_CLOEXEC, 0600));
     if (!fd) fail_io("create", shown, errno);
     while (!data.empty()) {
         ssize_t n = ::write(fd.get(), data.data(), data.size());
@@ -108,7 +108,7 @@ void overwrite(int fd, off_t size, std::string_view data, const std::string& sho
 }  // namespace
 
 void write_in_place(int at, const std::string& name, std::string_view data, const std::string& shown) {
-    UniqueFd fd(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    base::UniqueFd fd(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd) fail_io("open", shown, errno);
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) fail_io("stat", shown, errno);
@@ -146,7 +146,7 @@ namespace {
 template <class F>
 std::vector<std::string> names_where(int at, const std::string& shown, F&& keep) {
     // A fresh fd for the directory: fdopendir takes it over and reads from offset 0.
-    UniqueFd fd(::openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    base::UniqueFd fd(::openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) fail_io("open directory", shown, errno);
     std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(fd.get()), ::closedir);
     if (!dir) fail_io("list directory", shown, errno);
@@ -166,7 +166,7 @@ std::vector<std::string> list_names(int at, const std::string& shown) {
 }
 
 void remove_tree(int at, const std::string& name, const std::string& shown) {
-    UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    base::UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd) {
         if (errno == ENOTDIR || errno == ELOOP) remove_at(at, name, shown);
         else if (errno != ENOENT) fail_io("open directory", shown, errno);

@@ -7,7 +7,7 @@
 #include <sys/types.h>
 #include <vector>
 
-#include "ipam/unique_fd.h"
+#include "base/fd.h"
 
 namespace ipam::fs {
 
@@ -28,9 +28,9 @@ std::vector<std::string> list_names(int at, const std::string& shown);
 /// rm -r of `name` under `at`; symlinks are removed, never followed. Missing is fine.
 void remove_tree(int at, const std::string& name, const std::string& shown);
 /// Opens directory `name` relative to `at` (AT_FDCWD for a plain path).
-UniqueFd open_dir(int at, const std::string& name, const std::string& shown);
+base::UniqueFd open_dir(int at, const std::string& name, const std::string& shown);
 /// Creates directory `name` under `at` when missing, then opens it.
-UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mode_t mode);
+base::UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mode_t mode);
 /// Up to `max` bytes of a file; nullopt when it does not exist. Symlinks are not followed.
 std::optional<std::string> read_at(int at, const std::string& name, const std::string& shown, size_t max = 4096);
 /// Creates `name` exclusively (0600) and writes `data`; fsyncs it when `durable`.

@@ -84,8 +84,8 @@ std::vector<std::string> HostLocal::within_data_dir(const std::vector<std::strin
     return out;
 }
 
-cni::Result HostLocal::allocate(const Owner& owner, const std::vector<IpAddr>& requested, AllocationUndo* undo) {
-    cni::Result res;
+base::Result HostLocal::allocate(const Owner& owner, const std::vector<base::IpAddr>& requested, AllocationUndo* undo) {
+    base::Result res;
     res.routes = cfg_.routes;
     // Read before reserving anything: a bad resolvConf then leaves nothing to undo.
     if (cfg_.resolv_conf) res.dns = parse_resolv_conf(*cfg_.resolv_conf);
@@ -111,7 +111,7 @@ void HostLocal::undo(const AllocationUndo& u) {
     });
 }
 
-void HostLocal::check_requested(const std::vector<IpAddr>& requested) const {
+void HostLocal::check_requested(const std::vector<base::IpAddr>& requested) const {
     (void)Allocator::assign_requested(cfg_.ranges, requested);
 }
 

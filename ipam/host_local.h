@@ -10,22 +10,22 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "cni/types.h"
-#include "ipam/ip.h"
+#include "base/types.h"
+#include "base/ip.h"
 
 namespace ipam {
 
 struct Range {
-    IpNet subnet;          ///< network address / prefix
-    IpAddr start, end;     ///< inclusive; defaults: network+1 .. last-1 (v4) / last (v6)
-    IpAddr gateway;        ///< default: network+1
-    bool contains(const IpAddr& a) const;   ///< in [start, end]
+    base::IpNet subnet;          ///< network address / prefix
+    base::IpAddr start, end;     ///< inclusive; defaults: network+1 .. last-1 (v4) / last (v6)
+    base::IpAddr gateway;        ///< default: network+1
+    bool contains(const base::IpAddr& a) const;   ///< in [start, end]
 };
 using RangeSet = std::vector<Range>;
 
 struct Config {
     std::vector<RangeSet> ranges;           ///< runtime ipRanges first, then legacy subnet, then ranges
-    std::vector<cni::Route> routes;
+    std::vector<base::Route> routes;
     std::string data_dir = "/var/lib/cni/networks";
     std::optional<std::string> resolv_conf;
     std::chrono::milliseconds lock_timeout{10000};
@@ -40,7 +40,7 @@ Config parse_config(const nlohmann::json& whole, const std::string& cni_version)
 
 /// One reservation on disk.
 struct Reservation {
-    IpAddr ip;
+    base::IpAddr ip;
     std::string container_id;
     std::string ifname;     ///< empty for legacy (pre-2018) id-only files
 };
@@ -73,14 +73,14 @@ public:
     /// full, 102 when a requested address is taken by another owner, 11 on lock timeout.
     /// On failure nothing stays reserved by this call.
     /// `undo`, when given, is filled for undo().
-    cni::Result allocate(const Owner& owner, const std::vector<IpAddr>& requested, AllocationUndo* undo = nullptr);
+    base::Result allocate(const Owner& owner, const std::vector<base::IpAddr>& requested, AllocationUndo* undo = nullptr);
     /// Takes back an allocation after a later step of ADD failed: releases the owner's
     /// addresses, puts each moved cursor back unless another ADD moved it since, and
     /// removes the directories the allocation created when they are empty again.
     void undo(const AllocationUndo& u);
     /// Code 7 when a requested address is outside every range set or is a gateway;
     /// touches nothing (ADD's checks before any change).
-    void check_requested(const std::vector<IpAddr>& requested) const;
+    void check_requested(const std::vector<base::IpAddr>& requested) const;
     /// Releases every address of the owner (also legacy id-only files). Idempotent;
     /// creates nothing when the store does not exist.
     void release(const Owner& owner);

@@ -45,7 +45,7 @@ std::chrono::microseconds jitter(std::chrono::microseconds upto) {
 // and the lock is taken again on the new one if not. A missing directory is reported
 // (ENOENT) for the caller to create it again.
 FileLock::FileLock(const std::string& path, std::chrono::milliseconds timeout) {
-    fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
+    fd_ = base::UniqueFd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
     if (!fd_) fs::fail_io("open lock file", path, errno);
     const auto deadline = Clock::now() + timeout;
     std::chrono::microseconds pause = 500us;
@@ -55,7 +55,7 @@ FileLock::FileLock(const std::string& path, std::chrono::milliseconds timeout) {
             if (::fstat(fd_.get(), &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
                 held.st_dev == named.st_dev)
                 return;
-            fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
+            fd_ = base::UniqueFd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
             if (!fd_) fs::fail_io("open lock file", path, errno);
             continue;
         }

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <string>
 
-#include "ipam/unique_fd.h"
+#include "base/fd.h"
 
 namespace ipam {
 
@@ -15,7 +15,7 @@ public:
     FileLock(const std::string& path, std::chrono::milliseconds timeout);
 
 private:
-    UniqueFd fd_;   // closing the only fd of the open file description drops the lock
+    base::UniqueFd fd_;   // closing the only fd of the open file description drops the lock
 };
 
 }  // namespace ipam

@@ -86,7 +86,7 @@ std::optional<OwnerIndex> parse_index(std::string_view content) {
         if (eq == std::string_view::npos) return std::nullopt;
         auto key = line.substr(0, eq), value = line.substr(eq + 1);
         if (key == "ip") {
-            auto ip = IpAddr::parse(value);
+            auto ip = base::IpAddr::parse(value);
             if (!ip) return std::nullopt;
             idx.ips.push_back(*ip);
             continue;

@@ -21,7 +21,7 @@ std::string index_file_name(const Owner& o);
 
 struct OwnerIndex {
     Owner owner;
-    std::vector<IpAddr> ips;
+    std::vector<base::IpAddr> ips;
 };
 
 /// The file's bytes: a header line, "cid=", "ifname=" and one "ip=" line per address.

@@ -4,11 +4,11 @@
 
 namespace ipam {
 
-bool Range::contains(const IpAddr& a) const {
+bool Range::contains(const base::IpAddr& a) const {
     return a.family == subnet.addr.family && subnet.contains(a) && start <= a && a <= end;
 }
 
-const Range* range_for(const RangeSet& set, const IpAddr& a) {
+const Range* range_for(const RangeSet& set, const base::IpAddr& a) {
     for (auto& r : set)
         if (r.contains(a)) return &r;
     return nullptr;
@@ -36,7 +36,7 @@ namespace {
 
 using U128 = unsigned __int128;
 
-U128 to_u128(const IpAddr& a) {
+U128 to_u128(const base::IpAddr& a) {
     U128 v = 0;
     for (int i = 0; i < a.size(); ++i) v = (v << 8) | a.b[static_cast<size_t>(i)];
     return v;
@@ -50,7 +50,7 @@ U128 usable(const Range& r) {
     return r.contains(r.gateway) ? n - 1 : n;
 }
 
-U128 taken_in(const Range& r, const std::vector<IpAddr>& taken) {
+U128 taken_in(const Range& r, const std::vector<base::IpAddr>& taken) {
     auto lo = std::lower_bound(taken.begin(), taken.end(), r.start);
     auto hi = std::upper_bound(taken.begin(), taken.end(), r.end);
     U128 n = 0;
@@ -61,13 +61,13 @@ U128 taken_in(const Range& r, const std::vector<IpAddr>& taken) {
 
 }  // namespace
 
-bool has_free(const RangeSet& set, const std::vector<IpAddr>& taken) {
+bool has_free(const RangeSet& set, const std::vector<base::IpAddr>& taken) {
     for (auto& r : set)
         if (taken_in(r, taken) < usable(r)) return true;
     return false;
 }
 
-RangeIter::RangeIter(const RangeSet& set, const std::optional<IpAddr>& last) : set_(set) {
+RangeIter::RangeIter(const RangeSet& set, const std::optional<base::IpAddr>& last) : set_(set) {
     if (!last) return;
     for (size_t i = 0; i < set.size(); ++i) {
         if (!set[i].contains(*last)) continue;
@@ -81,7 +81,7 @@ RangeIter::RangeIter(const RangeSet& set, const std::optional<IpAddr>& last) : s
 // Moves one position; nullopt when it comes back to the first position. Unlike the
 // reference we remember the range index together with the first position, so a cursor
 // sitting on a range's end cannot make a full set loop forever.
-std::optional<IpAddr> RangeIter::step() {
+std::optional<base::IpAddr> RangeIter::step() {
     if (set_.empty()) return std::nullopt;
     if (!cur_) {
         cur_ = set_[idx_].start;
@@ -100,7 +100,7 @@ std::optional<IpAddr> RangeIter::step() {
     return cur_;
 }
 
-std::optional<IpAddr> RangeIter::next() {
+std::optional<base::IpAddr> RangeIter::next() {
     while (!done_) {
         auto c = step();
         if (!c) done_ = true;

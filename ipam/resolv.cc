@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cni/error.h"
-#include "ipam/unique_fd.h"
+#include "base/fd.h"
 
 namespace ipam {
 
@@ -20,7 +20,7 @@ std::vector<std::string> words(const std::string& line) {
     return out;
 }
 
-void apply(cni::Dns& dns, const std::vector<std::string>& w) {
+void apply(base::Dns& dns, const std::vector<std::string>& w) {
     // Keyword lines need a value; a bare keyword is skipped like the reference does.
     if (w.size() < 2 || w[0][0] == '#' || w[0][0] == ';') return;
     if (w[0] == "nameserver") dns.nameservers.push_back(w[1]);
@@ -36,7 +36,7 @@ void apply(cni::Dns& dns, const std::vector<std::string>& w) {
 // The whole file; symlinks are followed (/etc/resolv.conf usually is one). Capped,
 // since a resolv.conf is tiny and the path comes from the config.
 std::string slurp(const std::string& path) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) unreadable(path, errno);
     std::string out;
     char buf[4096];
@@ -52,9 +52,9 @@ std::string slurp(const std::string& path) {
 
 }  // namespace
 
-cni::Dns parse_resolv_conf(const std::string& path) {
+base::Dns parse_resolv_conf(const std::string& path) {
     std::istringstream in(slurp(path));
-    cni::Dns dns;
+    base::Dns dns;
     for (std::string line; std::getline(in, line);) apply(dns, words(line));
     return dns;
 }

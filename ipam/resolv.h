@@ -2,13 +2,13 @@
 #pragma once
 #include <string>
 
-#include "cni/types.h"
+#include "base/types.h"
 
 namespace ipam {
 
 /// nameserver lines append, the last domain wins, search and options append every
 /// word; lines starting with '#' or ';' are comments. An unreadable file is
 /// cni::Error code 7 naming it.
-cni::Dns parse_resolv_conf(const std::string& path);
+base::Dns parse_resolv_conf(const std::string& path);
 
 }  // namespace ipam

@@ -16,7 +16,7 @@ std::string_view trim(std::string_view s) {
 
 std::string reservation_content(const Owner& o) { return std::string(trim(o.container_id)) + "\r\n" + o.ifname; }
 
-Reservation parse_reservation(const IpAddr& ip, std::string_view content) {
+Reservation parse_reservation(const base::IpAddr& ip, std::string_view content) {
     auto t = trim(content);
     auto sep = t.find("\r\n");
     if (sep == std::string_view::npos) return {ip, std::string(t), ""};

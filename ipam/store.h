@@ -15,7 +15,7 @@ namespace ipam {
 std::string reservation_content(const Owner& o);
 /// Reads a reservation file's bytes as the reference matches them (TrimSpace'd). No
 /// "\r\n" means a legacy id-only file (empty ifname); an empty file gives empty fields.
-Reservation parse_reservation(const IpAddr& ip, std::string_view content);
+Reservation parse_reservation(const base::IpAddr& ip, std::string_view content);
 /// The reservation was written for exactly this owner.
 bool held_by(const Reservation& r, const Owner& o);
 /// A legacy id-only reservation of the owner's container (the reference's fallback match).
@@ -26,16 +26,16 @@ public:
     virtual ~Store() = default;
 
     /// Whether some reservation exists for `ip`; does not read it.
-    virtual bool taken(const IpAddr& ip) = 0;
+    virtual bool taken(const base::IpAddr& ip) = 0;
     /// The reservation of `ip`; nullopt when the address is free.
-    virtual std::optional<Reservation> holder(const IpAddr& ip) = 0;
+    virtual std::optional<Reservation> holder(const base::IpAddr& ip) = 0;
     /// Reserves `ip` for `owner`; false when someone already holds it.
-    virtual bool reserve(const IpAddr& ip, const Owner& owner) = 0;
+    virtual bool reserve(const base::IpAddr& ip, const Owner& owner) = 0;
     /// Removes `r` if the address is still held exactly as `r` says.
     virtual void remove(const Reservation& r) = 0;
     /// Addresses the owner index lists for `owner`, checked against their files. Never
     /// a full scan, so reservations made by the reference plugin are not seen here.
-    virtual std::vector<IpAddr> indexed(const Owner& owner) = 0;
+    virtual std::vector<base::IpAddr> indexed(const Owner& owner) = 0;
     /// Every reservation of `owner`, legacy id-only ones included.
     virtual std::vector<Reservation> find(const Owner& owner) = 0;
     /// Removes what find(owner) returns and forgets the owner; returns it.
@@ -43,10 +43,10 @@ public:
     /// Every reservation, in address order.
     virtual std::vector<Reservation> all() = 0;
     /// Every reserved address, in order, without reading the reservations.
-    virtual std::vector<IpAddr> addresses() = 0;
+    virtual std::vector<base::IpAddr> addresses() = 0;
     /// The round-robin cursor of range set `set`; nullopt when missing or garbage.
-    virtual std::optional<IpAddr> cursor(size_t set) = 0;
-    virtual void set_cursor(size_t set, const IpAddr& ip) = 0;
+    virtual std::optional<base::IpAddr> cursor(size_t set) = 0;
+    virtual void set_cursor(size_t set, const base::IpAddr& ip) = 0;
     /// Removes the cursor of range set `set` (it did not exist before an undone allocation).
     virtual void remove_cursor(size_t set) = 0;
     /// Drops owner-index entries that no longer match a reservation.

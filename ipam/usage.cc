@@ -8,7 +8,7 @@ namespace ipam {
 
 namespace {
 
-unsigned __int128 as_number(const IpAddr& a) {
+unsigned __int128 as_number(const base::IpAddr& a) {
     unsigned __int128 v = 0;
     for (int i = 0; i < a.size(); ++i) v = (v << 8) | a.b[static_cast<size_t>(i)];
     return v;

@@ -63,7 +63,7 @@ public:
     }
     void u32(uint16_t type, uint32_t v) { put(type, &v, sizeof(v)); }
     void str(uint16_t type, const std::string& s) { put(type, s.c_str(), s.size() + 1); }
-    void ip(uint16_t type, const ipam::IpAddr& a) { put(type, a.b.data(), a.size()); }
+    void ip(uint16_t type, const base::IpAddr& a) { put(type, a.b.data(), a.size()); }
     void mac(uint16_t type, const std::string& s) {
         auto b = parse_mac(s);
         if (!b) cni::fail_config("invalid MAC address " + quoted(s));
@@ -124,8 +124,8 @@ struct Attrs {
         if (!tb[type] || mnl_attr_validate(tb[type], MNL_TYPE_NUL_STRING) < 0) return {};
         return mnl_attr_get_str(tb[type]);
     }
-    std::optional<ipam::IpAddr> ip(int type, int family) const {
-        ipam::IpAddr a;
+    std::optional<base::IpAddr> ip(int type, int family) const {
+        base::IpAddr a;
         a.family = family;
         if (!tb[type] || mnl_attr_get_payload_len(tb[type]) != unsigned(a.size())) return std::nullopt;
         std::memcpy(a.b.data(), mnl_attr_get_payload(tb[type]), a.size());
@@ -532,11 +532,11 @@ bool Socket::del_link(const std::string& name) {
 
 // --- addresses ---
 
-void Socket::add_addr(int index, const ipam::IpNet& addr, bool nodad, uint8_t scope) {
+void Socket::add_addr(int index, const base::IpNet& addr, bool nodad, uint8_t scope) {
     add_addr_flags(index, addr, nodad && !addr.addr.is_v4() ? IFA_F_NODAD : 0, scope);
 }
 
-void Socket::add_addr_flags(int index, const ipam::IpNet& addr, uint32_t flags, uint8_t scope) {
+void Socket::add_addr_flags(int index, const base::IpNet& addr, uint32_t flags, uint8_t scope) {
     Msg m(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL);
     auto* ifa = m.header<ifaddrmsg>();
     ifa->ifa_family = addr.addr.family;
@@ -557,7 +557,7 @@ void Socket::add_addr_flags(int index, const ipam::IpNet& addr, uint32_t flags, 
             index, [&](auto& l) { return "add address " + quoted(addr.str()) + " to link " + l; }, r);
 }
 
-void Socket::del_addr(int index, const ipam::IpNet& addr) {
+void Socket::del_addr(int index, const base::IpNet& addr) {
     Msg m(RTM_DELADDR, 0);
     auto* ifa = m.header<ifaddrmsg>();
     ifa->ifa_family = addr.addr.family;

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "cni/types.h"
-#include "ipam/ip.h"
-#include "netns/fd.h"
+#include "base/types.h"
+#include "base/ip.h"
+#include "base/fd.h"
 
 struct nlmsghdr;
 
@@ -32,17 +32,17 @@ struct Link {
 };
 
 struct Addr {
-    ipam::IpNet net;             ///< address/prefix
+    base::IpNet net;             ///< address/prefix
     int index = 0;
     unsigned flags = 0;          ///< IFA_F_* (from IFA_FLAGS when present)
     uint8_t scope = 0;
 };
 
 struct RouteSpec {
-    ipam::IpNet dst;             ///< prefix (host bits cleared by caller)
-    std::optional<ipam::IpAddr> gw;
+    base::IpNet dst;             ///< prefix (host bits cleared by caller)
+    std::optional<base::IpAddr> gw;
     int oif = 0;                 ///< output ifindex
-    std::optional<ipam::IpAddr> src;  ///< preferred source
+    std::optional<base::IpAddr> src;  ///< preferred source
     uint8_t scope = 0;           ///< RT_SCOPE_UNIVERSE(0), LINK(253), HOST(254)
     uint32_t table = 254;        ///< RT_TABLE_MAIN
     std::optional<uint32_t> priority;
@@ -99,10 +99,10 @@ public:
 
     // --- addresses ---
     /// Adds addr with IFA_F_NODAD when nodad (v6); EEXIST is ignored.
-    void add_addr(int index, const ipam::IpNet& addr, bool nodad = false, uint8_t scope = 0);
+    void add_addr(int index, const base::IpNet& addr, bool nodad = false, uint8_t scope = 0);
     /// Same with raw IFA_F_* flags (IFA_F_NODAD, IFA_F_NOPREFIXROUTE...).
-    void add_addr_flags(int index, const ipam::IpNet& addr, uint32_t flags, uint8_t scope = 0);
-    void del_addr(int index, const ipam::IpNet& addr);   ///< missing address is fine
+    void add_addr_flags(int index, const base::IpNet& addr, uint32_t flags, uint8_t scope = 0);
+    void del_addr(int index, const base::IpNet& addr);   ///< missing address is fine
     std::vector<Addr> list_addrs(int family, int index = 0);   ///< index 0 = all links
 
     // --- routes ---

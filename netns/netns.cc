@@ -47,7 +47,7 @@ Handle Handle::open(const std::string& path) {
 
     Handle h;
     h.path_ = path;
-    h.fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    h.fd_ = base::UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
     if (!h.fd_) fail_open(path, errno);
 
     struct stat st {};
@@ -63,7 +63,7 @@ Handle Handle::open(const std::string& path) {
 Handle Handle::current() {
     Handle h;
     h.path_ = kThreadNetns;
-    h.fd_ = UniqueFd(::open(kThreadNetns, O_RDONLY | O_CLOEXEC));
+    h.fd_ = base::UniqueFd(::open(kThreadNetns, O_RDONLY | O_CLOEXEC));
     if (!h.fd_) {
         int err = errno;
         throw cni::Error(cni::kInternal, "failed to open current netns: " + errno_text(err), {}, err);
@@ -78,7 +78,7 @@ bool Handle::same_as(const Handle& other) const {
 }
 
 Guard::Guard(const Handle& target) {
-    saved_ = UniqueFd(::open(kThreadNetns, O_RDONLY | O_CLOEXEC));
+    saved_ = base::UniqueFd(::open(kThreadNetns, O_RDONLY | O_CLOEXEC));
     if (!saved_) {
         int err = errno;
         throw cni::Error(cni::kInternal, "failed to open current netns: " + errno_text(err), {}, err);

@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "netns/fd.h"
+#include "base/fd.h"
 
 namespace netns {
 
@@ -23,7 +23,7 @@ public:
     bool same_as(const Handle& other) const;
 
 private:
-    UniqueFd fd_;
+    base::UniqueFd fd_;
     std::string path_;
 };
 
@@ -38,7 +38,7 @@ public:
     Guard& operator=(const Guard&) = delete;
 
 private:
-    UniqueFd saved_;
+    base::UniqueFd saved_;
 };
 
 /// Runs fn inside the namespace (like Go's ns.Do).

@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "cni/error.h"
-#include "netns/fd.h"
+#include "base/fd.h"
 
 namespace netns::sysctl {
 namespace {
@@ -28,7 +28,7 @@ std::string path_of(const std::string& name) {
 }  // namespace
 
 std::optional<std::string> get(const std::string& name) {
-    UniqueFd fd(::open(path_of(name).c_str(), O_RDONLY | O_CLOEXEC));
+    base::UniqueFd fd(::open(path_of(name).c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) {
         if (errno == ENOENT) return std::nullopt;
         fail("read sysctl '" + name + "'", errno);
@@ -48,7 +48,7 @@ std::optional<std::string> get(const std::string& name) {
 
 void set(const std::string& name, const std::string& value) {
     std::string what = "set sysctl '" + name + "' to '" + value + "'";
-    UniqueFd fd(::open(path_of(name).c_str(), O_WRONLY | O_CLOEXEC));
+    base::UniqueFd fd(::open(path_of(name).c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd) fail(what, errno);
     // proc sysctl handlers take the whole value in one write; a short write is an error.
     ssize_t n;

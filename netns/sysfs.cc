@@ -9,7 +9,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "netns/fd.h"
+#include "base/fd.h"
 
 namespace netns::sysfs {
 namespace {
@@ -38,7 +38,7 @@ std::optional<std::string> link_basename(const std::string& path) {
 
 /// A small file's content without trailing whitespace.
 std::optional<std::string> read_small(const std::string& path) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
     if (!fd) return std::nullopt;
     char buf[4096];
     ssize_t n = ::read(fd.get(), buf, sizeof buf);

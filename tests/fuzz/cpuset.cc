@@ -1,5 +1,5 @@
 // cpuset / cpulist strings ("0-3,8-11"), and cpu_manager_state files.
-#include "cni/topology.h"
+#include "cni/placement/topology.h"
 #include "fuzz.h"
 
 TOPOCNI_FUZZ_TARGET({

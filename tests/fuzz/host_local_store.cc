@@ -9,7 +9,7 @@
 #include "ipam/store.h"
 
 TOPOCNI_FUZZ_TARGET({
-    auto ip = *ipam::IpAddr::parse("10.0.0.1");
+    auto ip = *base::IpAddr::parse("10.0.0.1");
     auto r = ipam::parse_reservation(ip, input);
     (void)ipam::held_by(r, {"c1", "eth0"});
     (void)ipam::legacy_of(r, {"c1", "eth0"});

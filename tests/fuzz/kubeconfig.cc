@@ -1,6 +1,6 @@
 // kubeconfig files (YAML or JSON) and NAD manifests in YAML.
-#include "cni/kube.h"
-#include "cni/yaml.h"
+#include "cni/placement/kube.h"
+#include "cni/placement/yaml.h"
 #include "fuzz.h"
 
 TOPOCNI_FUZZ_TARGET({

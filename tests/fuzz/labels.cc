@@ -1,5 +1,5 @@
 // Node label files (JSON or NFD features.d lines) and label selectors evaluated on them.
-#include "cni/labels.h"
+#include "cni/placement/labels.h"
 #include "conf/netconf.h"
 #include "fuzz.h"
 

@@ -19,7 +19,7 @@
 namespace {
 
 cni::Output dry_add(const cni::Env&, const conf::NetConf& c) {
-    return cni::result_to_json(c.prev_result.value_or(cni::Result{}), c.cni_version);
+    return cni::result_to_json(c.prev_result.value_or(base::Result{}), c.cni_version);
 }
 cni::Output dry_other(const cni::Env&, const conf::NetConf&) { return std::nullopt; }
 

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "cni/topology.h"
+#include "cni/placement/topology.h"
 #include "fuzz.h"
 #include "netns/sysfs.h"
 

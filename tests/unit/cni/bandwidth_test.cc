@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "cni/error.h"
-#include "cni/ledger.h"
-#include "cni/placement.h"
+#include "cni/placement/ledger.h"
+#include "cni/placement/placement.h"
 #include "conf/netconf.h"
 
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "cni/error.h"
-#include "cni/placement.h"
+#include "cni/placement/placement.h"
 #include "conf/netconf.h"
 
 namespace fs = std::filesystem;

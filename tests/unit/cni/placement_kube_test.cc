@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "cni/error.h"
-#include "cni/kube.h"
-#include "cni/yaml.h"
+#include "cni/placement/kube.h"
+#include "cni/placement/yaml.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "cni/error.h"
-#include "cni/labels.h"
+#include "cni/placement/labels.h"
 #include "conf/netconf.h"
 
 using nlohmann::json;

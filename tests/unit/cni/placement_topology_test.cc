@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "cni/error.h"
-#include "cni/topology.h"
+#include "cni/placement/topology.h"
 
 namespace fs = std::filesystem;
 using cni::topo::CpuSet;

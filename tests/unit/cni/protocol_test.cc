@@ -21,14 +21,14 @@ std::string message_of(auto&& fn) {
     return "";
 }
 
-cni::Result sample() {
-    cni::Result r;
+base::Result sample() {
+    base::Result r;
     r.interfaces.push_back({.name = "veth1", .mac = "02:00:00:00:00:01", .mtu = 1500});
     r.interfaces.push_back({.name = "eth0", .mac = "02:00:00:00:00:02", .mtu = 1500, .sandbox = "/run/netns/x"});
-    r.ips.push_back({*ipam::IpNet::parse("10.1.0.5/24"), ipam::IpAddr::parse("10.1.0.1"), 1});
-    r.ips.push_back({*ipam::IpNet::parse("fd00::5/64"), ipam::IpAddr::parse("fd00::1"), 1});
-    r.routes.push_back({*ipam::IpNet::parse("0.0.0.0/0"), std::nullopt, 1400});
-    r.routes.push_back({*ipam::IpNet::parse("::/0"), ipam::IpAddr::parse("fd00::1")});
+    r.ips.push_back({*base::IpNet::parse("10.1.0.5/24"), base::IpAddr::parse("10.1.0.1"), 1});
+    r.ips.push_back({*base::IpNet::parse("fd00::5/64"), base::IpAddr::parse("fd00::1"), 1});
+    r.routes.push_back({*base::IpNet::parse("0.0.0.0/0"), std::nullopt, 1400});
+    r.routes.push_back({*base::IpNet::parse("::/0"), base::IpAddr::parse("fd00::1")});
     return r;
 }
 
@@ -108,7 +108,7 @@ TEST_CASE("result: printed in the shape of every version") {
         CHECK_FALSE(j.contains("interfaces"));
     }
     SUBCASE("an L2-only result cannot be expressed before 0.3.0") {
-        cni::Result l2;
+        base::Result l2;
         l2.interfaces.push_back({.name = "eth0"});
         CHECK(code_of([&] { cni::result_to_json(l2, "0.2.0"); }) == cni::kIncompatibleVersion);
         CHECK(cni::result_to_json(l2, "0.3.1")["interfaces"][0]["name"] == "eth0");
@@ -175,7 +175,7 @@ TEST_CASE("config: MAC precedence is runtimeConfig, then CNI_ARGS, then config")
 TEST_CASE("config: requested addresses come from CNI_ARGS, args.cni.ips and runtimeConfig.ips in that order") {
     auto c = conf::parse(R"({"cniVersion":"1.1.0","name":"n","ipam":{"type":"x"},
         "args":{"cni":{"ips":["10.0.0.2/24"]}},"runtimeConfig":{"ips":["10.0.0.3"]}})",
-                         {.ips = {*ipam::IpAddr::parse("10.0.0.1")}});
+                         {.ips = {*base::IpAddr::parse("10.0.0.1")}});
     REQUIRE(c.requested_ips.size() == 3);
     CHECK(c.requested_ips[0].str() == "10.0.0.1");
     CHECK(c.requested_ips[1].str() == "10.0.0.2");

@@ -13,9 +13,9 @@
 #include <map>
 
 #include "../netns/temp_netns.h"
-#include "cni/attachment.h"
+#include "cni/attach/attachment.h"
 #include "cni/error.h"
-#include "cni/state.h"
+#include "cni/attach/state.h"
 #include "netns/netlink.h"
 #include "netns/vf.h"
 
@@ -122,10 +122,10 @@ struct Fixture {
             fn(ctx);
         });
     }
-    cni::Result add(const conf::NetConf& c, const cni::Result& ipam = {}) {
-        cni::Result r;
+    base::Result add(const conf::NetConf& c, const base::Result& ipam = {}) {
+        base::Result r;
         in_node(c, env(), true, [&](cni::Context& ctx) {
-            cni::Rollback undo;
+            base::Rollback undo;
             attachment->add(ctx, ipam, r, undo);
             undo.dismiss();
         });
@@ -169,7 +169,7 @@ TEST_CASE("sriov attachment: PF settings are applied in sriov-cni's order and DE
     CHECK(rec->mac == kVfMac);
 
     SUBCASE("CHECK sees the PF side drift") {
-        cni::Result prev = r;
+        base::Result prev = r;
         f.in_node(c, f.env(), true, [&](cni::Context& ctx) { f.attachment->check(ctx, prev); });
         f.pf->vfs[0].vlan = 7;
         auto e = error_of([&] {
@@ -211,9 +211,9 @@ TEST_CASE("sriov attachment: a failure after the move brings the VF back with it
     Fixture f;
     auto c = f.conf({{"mtu", 1400}});
     // A gateway that is not on-link: the route fails after addresses and MTU are set.
-    cni::Result ipam;
-    ipam.ips.push_back({*ipam::IpNet::parse("10.1.0.5/24"), std::nullopt, 0});
-    ipam.routes.push_back({*ipam::IpNet::parse("0.0.0.0/0"), ipam::IpAddr::parse("10.9.9.9")});
+    base::Result ipam;
+    ipam.ips.push_back({*base::IpNet::parse("10.1.0.5/24"), std::nullopt, 0});
+    ipam.routes.push_back({*base::IpNet::parse("0.0.0.0/0"), base::IpAddr::parse("10.9.9.9")});
     auto e = error_of([&] { f.add(c, ipam); });
     CHECK(std::string(e.what()).find("route") != std::string::npos);
     auto home = f.link(f.node.handle, "fvf0");

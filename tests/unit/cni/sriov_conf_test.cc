@@ -10,7 +10,7 @@ using nlohmann::json;
 
 namespace {
 
-json base() { return {{"cniVersion", "1.1.0"}, {"name", "sriovnet"}, {"type", "topocni"}, {"attachment", "sriov"}}; }
+json base_conf() { return {{"cniVersion", "1.1.0"}, {"name", "sriovnet"}, {"type", "topocni"}, {"attachment", "sriov"}}; }
 
 conf::NetConf parse(const json& j, const conf::ArgsView& args = {}) { return conf::parse(j.dump(), args); }
 
@@ -33,28 +33,28 @@ json with(json j, const json& extra) {
 }  // namespace
 
 TEST_CASE("sriov conf: deviceID wins over pciBusID, which wins over runtimeConfig.deviceID; stored lower case") {
-    auto c = parse(with(base(), {{"deviceID", "0000:AF:06.0"}, {"pciBusID", "0000:af:06.1"},
+    auto c = parse(with(base_conf(), {{"deviceID", "0000:AF:06.0"}, {"pciBusID", "0000:af:06.1"},
                                  {"runtimeConfig", {{"deviceID", "0000:af:06.2"}}}}));
     REQUIRE(c.sriov);
     CHECK(c.sriov->device_id == "0000:af:06.0");
-    CHECK(parse(with(base(), {{"pciBusID", "0000:af:06.1"}, {"runtimeConfig", {{"deviceID", "0000:af:06.2"}}}}))
+    CHECK(parse(with(base_conf(), {{"pciBusID", "0000:af:06.1"}, {"runtimeConfig", {{"deviceID", "0000:af:06.2"}}}}))
               .sriov->device_id == "0000:af:06.1");
-    CHECK(parse(with(base(), {{"runtimeConfig", {{"DeviceID", "0000:af:06.2"}}}})).sriov->device_id == "0000:af:06.2");
-    CHECK(parse(base()).sriov->device_id.empty());   // DEL and CHECK work from state
+    CHECK(parse(with(base_conf(), {{"runtimeConfig", {{"DeviceID", "0000:af:06.2"}}}})).sriov->device_id == "0000:af:06.2");
+    CHECK(parse(base_conf()).sriov->device_id.empty());   // DEL and CHECK work from state
 }
 
 TEST_CASE("sriov conf: anything but a PCI address is code 7 naming the key") {
     for (auto bad : {"../../etc", "0000:af:06.0/../x", "0000:af:06.8", "af:06.0", "0000:af:06", "0000:ag:06.0",
                      "0000:af:06.0 ", ""}) {
         CAPTURE(bad);
-        CHECK(refusal(with(base(), {{"deviceID", bad}})).starts_with("deviceID: "));
-        CHECK(refusal(with(base(), {{"pciBusID", bad}})).starts_with("pciBusID: "));
-        CHECK(refusal(with(base(), {{"runtimeConfig", {{"deviceID", bad}}}})).starts_with("runtimeConfig.deviceID: "));
+        CHECK(refusal(with(base_conf(), {{"deviceID", bad}})).starts_with("deviceID: "));
+        CHECK(refusal(with(base_conf(), {{"pciBusID", bad}})).starts_with("pciBusID: "));
+        CHECK(refusal(with(base_conf(), {{"runtimeConfig", {{"deviceID", bad}}}})).starts_with("runtimeConfig.deviceID: "));
     }
 }
 
 TEST_CASE("sriov conf: VF settings keep sriov-cni's names, ranges and dependencies") {
-    auto c = parse(with(base(), {{"vlan", 100}, {"vlanQoS", 3}, {"vlanProto", "802.1AD"}, {"spoofchk", "off"},
+    auto c = parse(with(base_conf(), {{"vlan", 100}, {"vlanQoS", 3}, {"vlanProto", "802.1AD"}, {"spoofchk", "off"},
                                  {"trust", "on"}, {"link_state", "disable"}, {"min_tx_rate", 10},
                                  {"max_tx_rate", 1000}, {"mac", "CA:FE:C0:FF:EE:00"}}));
     const auto& s = *c.sriov;
@@ -69,7 +69,7 @@ TEST_CASE("sriov conf: VF settings keep sriov-cni's names, ranges and dependenci
     CHECK(c.mac == "CA:FE:C0:FF:EE:00");
 
     SUBCASE("unset means untouched; empty strings too, as in sriov-cni") {
-        auto u = parse(with(base(), {{"spoofchk", ""}, {"trust", ""}, {"link_state", ""}})).sriov;
+        auto u = parse(with(base_conf(), {{"spoofchk", ""}, {"trust", ""}, {"link_state", ""}})).sriov;
         CHECK_FALSE(u->vlan);
         CHECK_FALSE(u->spoofchk);
         CHECK_FALSE(u->trust);
@@ -100,19 +100,19 @@ TEST_CASE("sriov conf: VF settings keep sriov-cni's names, ranges and dependenci
             auto& extra = std::get<0>(c);
             auto& prefix = std::get<1>(c);
             CAPTURE(extra.dump());
-            CHECK(refusal(with(base(), extra)).starts_with(prefix));
+            CHECK(refusal(with(base_conf(), extra)).starts_with(prefix));
         }
     }
 }
 
 TEST_CASE("sriov conf: a zero max_tx_rate means no limit, so any min_tx_rate goes with it") {
-    auto c = parse(with(base(), {{"min_tx_rate", 500}, {"max_tx_rate", 0}}));
+    auto c = parse(with(base_conf(), {{"min_tx_rate", 500}, {"max_tx_rate", 0}}));
     CHECK(c.sriov->min_tx_rate == 500);
     CHECK(c.sriov->max_tx_rate == 0);
 }
 
 TEST_CASE("sriov conf: the device-info path comes from runtimeConfig, in any capitalisation") {
-    auto c = parse(with(base(), {{"runtimeConfig", {{"cniDeviceInfoFile", "/var/run/k8s.cni.cncf.io/devinfo/cni/x"}}}}));
+    auto c = parse(with(base_conf(), {{"runtimeConfig", {{"cniDeviceInfoFile", "/var/run/k8s.cni.cncf.io/devinfo/cni/x"}}}}));
     CHECK(c.sriov->device_info_file == "/var/run/k8s.cni.cncf.io/devinfo/cni/x");
 }
 

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "cni/error.h"
-#include "cni/state.h"
+#include "cni/attach/state.h"
 
 namespace fs = std::filesystem;
 using cni::state::VfRecord;

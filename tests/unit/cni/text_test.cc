@@ -8,7 +8,7 @@
 
 #include "cni/error.h"
 #include "cni/result.h"
-#include "cni/text.h"
+#include "base/text.h"
 #include "cni/verbs.h"
 #include "conf/netconf.h"
 
@@ -23,7 +23,7 @@ struct Run {
 };
 
 cni::Output echo_add(const cni::Env&, const conf::NetConf& c) {
-    return cni::result_to_json(c.prev_result.value_or(cni::Result{}), c.cni_version);
+    return cni::result_to_json(c.prev_result.value_or(base::Result{}), c.cni_version);
 }
 cni::Output nothing(const cni::Env&, const conf::NetConf&) { return std::nullopt; }
 const cni::VerbEntry kVerbs[] = {{cni::Verb::Add, echo_add, "0.1.0"}, {cni::Verb::Del, nothing, "0.1.0"}};
@@ -51,17 +51,17 @@ std::map<std::string, std::string> env(const char* verb) {
 }  // namespace
 
 TEST_CASE("text: valid UTF-8 passes unchanged, every other byte is escaped or replaced") {
-    CHECK(cni::valid_utf8("plain ascii"));
-    CHECK(cni::valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
-    CHECK_FALSE(cni::valid_utf8("n\xff"));
-    CHECK_FALSE(cni::valid_utf8("\xc0\xaf"));           // overlong '/'
-    CHECK_FALSE(cni::valid_utf8("\xed\xa0\x80"));       // a surrogate
-    CHECK_FALSE(cni::valid_utf8("\xf4\x90\x80\x80"));   // above U+10FFFF
-    CHECK_FALSE(cni::valid_utf8("\xe2\x82"));           // cut short
-    CHECK(cni::utf8_escaped("caf\xc3\xa9") == "caf\xc3\xa9");
-    CHECK(cni::utf8_escaped("n\xff\xc3") == "n\\xFF\\xC3");
-    CHECK(cni::utf8_replaced("n\xff") == "n\xef\xbf\xbd");
-    CHECK(cni::valid_utf8(cni::utf8_escaped("\x80\x81\xfe\xff")));
+    CHECK(base::valid_utf8("plain ascii"));
+    CHECK(base::valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+    CHECK_FALSE(base::valid_utf8("n\xff"));
+    CHECK_FALSE(base::valid_utf8("\xc0\xaf"));           // overlong '/'
+    CHECK_FALSE(base::valid_utf8("\xed\xa0\x80"));       // a surrogate
+    CHECK_FALSE(base::valid_utf8("\xf4\x90\x80\x80"));   // above U+10FFFF
+    CHECK_FALSE(base::valid_utf8("\xe2\x82"));           // cut short
+    CHECK(base::utf8_escaped("caf\xc3\xa9") == "caf\xc3\xa9");
+    CHECK(base::utf8_escaped("n\xff\xc3") == "n\\xFF\\xC3");
+    CHECK(base::utf8_replaced("n\xff") == "n\xef\xbf\xbd");
+    CHECK(base::valid_utf8(base::utf8_escaped("\x80\x81\xfe\xff")));
 }
 
 TEST_CASE("protocol: a config whose name is not UTF-8 gets error JSON with the byte escaped, and its DEL succeeds") {

@@ -108,8 +108,8 @@ TEST_CASE("disk store: the store reads names only where it can") {
     CHECK(s.taken(ip("10.0.0.2")));
     CHECK_FALSE(s.taken(ip("10.0.0.3")));
     write_file(tmp.path() + "/n/010.0.0.3", "x\r\neth0");   // not how an address prints: not a reservation
-    CHECK(s.addresses() == std::vector<ipam::IpAddr>{ip("10.0.0.2")});
-    CHECK(s.indexed({"a", "eth0"}) == std::vector<ipam::IpAddr>{ip("10.0.0.2")});
+    CHECK(s.addresses() == std::vector<base::IpAddr>{ip("10.0.0.2")});
+    CHECK(s.indexed({"a", "eth0"}) == std::vector<base::IpAddr>{ip("10.0.0.2")});
     CHECK(s.indexed({"b", "eth0"}).empty());
     s.set_cursor(0, ip("10.0.0.2"));
     CHECK(s.cursor(0) == ip("10.0.0.2"));
@@ -136,11 +136,11 @@ TEST_CASE("disk store: the owner index is replaced whole, and a release leaves n
     auto s = open(tmp.path());
     CHECK(s.reserve(ip("10.0.0.2"), {"a", "eth0"}));
     CHECK(s.reserve(ip("fd00::2"), {"a", "eth0"}));   // rewrites the existing index
-    CHECK(s.indexed({"a", "eth0"}) == std::vector<ipam::IpAddr>{ip("10.0.0.2"), ip("fd00::2")});
+    CHECK(s.indexed({"a", "eth0"}) == std::vector<base::IpAddr>{ip("10.0.0.2"), ip("fd00::2")});
     CHECK(ipam_test::list_dir(tmp.path() + "/.topocni/n/tmp").empty());
     CHECK(ipam_test::list_dir(tmp.path() + "/.topocni/n/owners").size() == 1);
     s.remove({ip("10.0.0.2"), "a", "eth0"});
-    CHECK(s.indexed({"a", "eth0"}) == std::vector<ipam::IpAddr>{ip("fd00::2")});
+    CHECK(s.indexed({"a", "eth0"}) == std::vector<base::IpAddr>{ip("fd00::2")});
     CHECK(s.release({"a", "eth0"}).size() == 1);
     CHECK(ipam_test::tree(tmp.path()) == V{".topocni", ".topocni/n", ".topocni/n/owners", ".topocni/n/tmp", "n", "n/lock"});
 }

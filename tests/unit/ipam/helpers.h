@@ -39,8 +39,8 @@ private:
     std::string path_;
 };
 
-inline ipam::IpAddr ip(const char* s) {
-    auto a = ipam::IpAddr::parse(s);
+inline base::IpAddr ip(const char* s) {
+    auto a = base::IpAddr::parse(s);
     REQUIRE(a);
     return *a;
 }

@@ -9,24 +9,24 @@ namespace ipam_test {
 
 class MemStore final : public ipam::Store {
 public:
-    std::map<ipam::IpAddr, ipam::Reservation> files;
-    std::map<size_t, ipam::IpAddr> cursors;
+    std::map<base::IpAddr, ipam::Reservation> files;
+    std::map<size_t, base::IpAddr> cursors;
 
-    bool taken(const ipam::IpAddr& ip) override { return files.count(ip) != 0; }
-    std::optional<ipam::Reservation> holder(const ipam::IpAddr& ip) override {
+    bool taken(const base::IpAddr& ip) override { return files.count(ip) != 0; }
+    std::optional<ipam::Reservation> holder(const base::IpAddr& ip) override {
         auto it = files.find(ip);
         if (it == files.end()) return std::nullopt;
         return it->second;
     }
-    bool reserve(const ipam::IpAddr& ip, const ipam::Owner& o) override {
+    bool reserve(const base::IpAddr& ip, const ipam::Owner& o) override {
         return files.emplace(ip, ipam::Reservation{ip, o.container_id, o.ifname}).second;
     }
     void remove(const ipam::Reservation& r) override {
         auto it = files.find(r.ip);
         if (it != files.end() && it->second.container_id == r.container_id && it->second.ifname == r.ifname) files.erase(it);
     }
-    std::vector<ipam::IpAddr> indexed(const ipam::Owner& o) override {
-        std::vector<ipam::IpAddr> out;
+    std::vector<base::IpAddr> indexed(const ipam::Owner& o) override {
+        std::vector<base::IpAddr> out;
         for (auto& r : find(o))
             if (ipam::held_by(r, o)) out.push_back(r.ip);
         return out;
@@ -47,17 +47,17 @@ public:
         for (auto& [ip, r] : files) out.push_back(r);
         return out;
     }
-    std::vector<ipam::IpAddr> addresses() override {
-        std::vector<ipam::IpAddr> out;
+    std::vector<base::IpAddr> addresses() override {
+        std::vector<base::IpAddr> out;
         for (auto& [ip, r] : files) out.push_back(ip);
         return out;
     }
-    std::optional<ipam::IpAddr> cursor(size_t set) override {
+    std::optional<base::IpAddr> cursor(size_t set) override {
         auto it = cursors.find(set);
         if (it == cursors.end()) return std::nullopt;
         return it->second;
     }
-    void set_cursor(size_t set, const ipam::IpAddr& ip) override { cursors[set] = ip; }
+    void set_cursor(size_t set, const base::IpAddr& ip) override { cursors[set] = ip; }
     void remove_cursor(size_t set) override { cursors.erase(set); }
 };
 

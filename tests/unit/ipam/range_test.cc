@@ -6,10 +6,10 @@ using ipam_test::ip;
 namespace {
 
 ipam::Range range(const char* subnet, const char* start, const char* end, const char* gw) {
-    return {*ipam::IpNet::parse(subnet), ip(start), ip(end), ip(gw)};
+    return {*base::IpNet::parse(subnet), ip(start), ip(end), ip(gw)};
 }
 
-std::vector<std::string> walk(const ipam::RangeSet& set, std::optional<ipam::IpAddr> last) {
+std::vector<std::string> walk(const ipam::RangeSet& set, std::optional<base::IpAddr> last) {
     std::vector<std::string> out;
     ipam::RangeIter it(set, last);
     while (auto a = it.next()) {

@@ -19,8 +19,8 @@ using testing::TempNetns;
 
 namespace {
 
-ipam::IpNet net(const char* s) { return *ipam::IpNet::parse(s); }
-ipam::IpAddr ip(const char* s) { return *ipam::IpAddr::parse(s); }
+base::IpNet net(const char* s) { return *base::IpNet::parse(s); }
+base::IpAddr ip(const char* s) { return *base::IpAddr::parse(s); }
 
 Link must_get(Socket& s, const std::string& name) {
     auto l = s.get_link(name);

@@ -1,0 +1,166 @@
+// macvlan attachment: created straight into the pod netns off a node interface (the
+// master), under a temporary name, then renamed to CNI_IFNAME inside the pod so it can
+// never collide with a name on the node. Keys and defaults match the reference plugin.
+#include <linux/if_addr.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+
+#include "cni/attach/attachment.h"
+#include "cni/error.h"
+#include "base/failpoint.h"
+#include "cni/attach/ifconfig.h"
+#include "cni/attach/shaping.h"
+#include "netns/netlink.h"
+#include "netns/sysctl.h"
+
+namespace cni {
+
+namespace nl = netns::nl;
+
+uint32_t macvlan_mode_value(const std::string& mode) {
+    if (mode == "private") return MACVLAN_MODE_PRIVATE;
+    if (mode == "vepa") return MACVLAN_MODE_VEPA;
+    if (mode == "passthru") return MACVLAN_MODE_PASSTHRU;
+    return MACVLAN_MODE_BRIDGE;
+}
+
+/// The interface of the first default route (IPv4, then IPv6), like the reference.
+std::optional<std::string> default_route_interface(nl::Socket& s) {
+    for (int family : {AF_INET, AF_INET6})
+        for (auto& r : s.list_routes(family))
+            if (r.dst.prefix == 0 && r.oif)
+                if (auto l = s.get_link(r.oif)) return l->name;
+    return std::nullopt;
+}
+
+namespace {
+
+class Macvlan : public Attachment {
+public:
+    void preflight(Context& ctx) override {
+        const auto& c = ctx.conf;
+        auto lookup = [&] {
+            nl::Socket s;
+            std::string name;
+            if (c.master) name = *c.master;
+            else if (auto d = default_route_interface(s)) name = *d;
+            else throw Error(kInvalidConfig, "master: not set and the node has no default route to take it from");
+            auto l = s.get_link(name);
+            if (!l) throw Error(kInvalidConfig, "master: interface '" + name + "' not found" +
+                                                     (c.link_in_container ? " in the pod netns" : " on the node"));
+            return *l;
+        };
+        master_ = c.link_in_container ? netns::with(*ctx.pod, lookup) : lookup();
+        if (c.mtu && *c.mtu > master_.mtu)
+            throw Error(kInvalidConfig, "mtu: " + std::to_string(*c.mtu) + " exceeds the MTU " +
+                                            std::to_string(master_.mtu) + " of master '" + master_.name + "'");
+    }
+
+    void add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
+        const auto& c = ctx.conf;
+        const std::string& ifname = ctx.env.ifname;
+        std::string tmp = temp_name(ctx.env.container_id, ifname);
+        nl::MacvlanSpec spec{.name = tmp, .master_index = master_.index, .mode = macvlan_mode_value(c.macvlan_mode),
+                             .mtu = c.mtu, .mac = c.mac, .netns_fd = ctx.pod->fd()};
+        if (c.link_in_container) {
+            spec.netns_fd = -1;
+            netns::with(*ctx.pod, [&] { nl::Socket s; s.create_macvlan(spec); });
+        } else {
+            nl::Socket h;
+            h.create_macvlan(spec);
+        }
+        base::failpoint("after-link-create");
+        nl::Link link;
+        netns::with(*ctx.pod, [&] {
+            nl::Socket s;
+            auto l = s.get_link(tmp);
+            if (!l) throw Error(kInternal, "macvlan '" + tmp + "' vanished after creation");
+            int index = l->index;
+            auto pod = ctx.pod;
+            undo.add("macvlan " + ifname, [pod, index] {
+                netns::with(*pod, [&] { nl::Socket u; u.del_link(index); });
+            });
+            s.rename(index, ifname);
+            base::failpoint("after-move");
+            // Announce the address on up and MAC change: neighbours may cache an old MAC.
+            netns::sysctl::set("net/ipv4/conf/" + ifname + "/arp_notify", "1");
+            if (netns::sysctl::get("net/ipv6/conf/" + ifname + "/ndisc_notify"))
+                netns::sysctl::set("net/ipv6/conf/" + ifname + "/ndisc_notify", "1");
+            if (ipam.ips.empty()) s.set_up(index);
+            else configure_pod_ips(s, index, ifname, ipam, Routing::Subnet);
+            base::failpoint("after-addresses");
+            link = *s.get_link(index);
+        });
+        shape_in_pod(ctx, true, undo);
+        base::failpoint("after-shaping");
+        result.interfaces.push_back({.name = link.name, .mac = link.mac, .mtu = link.mtu, .sandbox = ctx.env.netns});
+        result.ips = ipam.ips;
+        for (auto& ip : result.ips) ip.interface = 0;
+        result.routes = ipam.routes;
+        result.dns = ipam.dns;
+    }
+
+    void del(Context& ctx) override {
+        if (!ctx.pod) return;   // the netns took the macvlan with it
+        remove_from(*ctx.pod, ctx.env.container_id, ctx.env.ifname);
+    }
+
+    void gc(Context& ctx) override {
+        // Stale attachments whose netns still exists: remove their macvlan from it.
+        if (!ctx.stale) return;
+        for (auto& r : *ctx.stale) {
+            if (!netns_exists(r.netns)) continue;
+            try {
+                auto pod = netns::Handle::open(r.netns);
+                remove_from(pod, r.container_id, r.ifname);
+            } catch (...) {}
+        }
+    }
+
+    void check(Context& ctx, const Result& prev) override {
+        const auto& c = ctx.conf;
+        preflight(ctx);   // the master must still exist and fit the MTU
+        const Interface& want = expected_pod_interface(ctx, prev);
+        netns::with(*ctx.pod, [&] {
+            nl::Socket s;
+            const nl::Link l = pod_link(s, ctx.env.ifname, "macvlan");
+            if (l.macvlan_mode != macvlan_mode_value(c.macvlan_mode))
+                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not in macvlan mode " + c.macvlan_mode);
+            if (l.link != master_.index)
+                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not on master '" + master_.name + "'");
+            if (!want.mac.empty() && l.mac != want.mac)
+                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' has MAC " + l.mac +
+                                              ", prevResult says " + want.mac);
+            if (!prev.ips.empty()) check_pod_ips(s, l.index, ctx.env.ifname, prev, Routing::Subnet);
+        });
+    }
+
+private:
+    /// Removes the macvlan under its final name, or under its temporary name when ADD
+    /// died between creating and renaming it.
+    static void remove_from(const netns::Handle& pod, const std::string& cid, const std::string& ifname) {
+        netns::with(pod, [&] {
+            nl::Socket s;
+            for (auto& name : {ifname, temp_name(cid, ifname)})
+                if (auto l = s.get_link(name); l && l->kind == "macvlan") s.del_link(l->index);
+        });
+    }
+
+    static std::string temp_name(const std::string& cid, const std::string& ifname) {
+        // Unique per attachment and not a name anyone would pick; 15 bytes.
+        uint64_t h = 1469598103934665603ull;
+        for (unsigned char ch : cid + "/" + ifname) { h ^= ch; h *= 1099511628211ull; }
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "tmv%012llx", static_cast<unsigned long long>(h & 0xffffffffffffull));
+        return buf;
+    }
+
+    nl::Link master_;
+};
+
+}  // namespace
+
+std::unique_ptr<Attachment> make_macvlan() { return std::make_unique<Macvlan>(); }
+
+}  // namespace cni

@@ -1,0 +1,101 @@
+// Crash-safe state records for attachments that change node hardware (SR-IOV VFs): what
+// ADD found before it changed anything, so DEL can put it back even after a crash, a
+// lost netns or a new kernel name. One JSON file per VF, <stateDir>/sriov/<pci>.json,
+// written before the first irreversible step (temp file, fsync, rename, fsync of the
+// directory); its presence marks the VF as in use. A flock on the VF's sysfs directory
+// serialises every verb on one VF.
+#pragma once
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/fd.h"
+#include "netns/sysfs.h"
+#include "netns/vf.h"
+
+namespace cni::state {
+
+// --- files ---
+
+/// Replaces `path` atomically and durably: write a temp file beside it, fsync, rename,
+/// fsync the directory. Creates the directory (0700) when missing and returns the
+/// directories it created, outermost first. Code 5 on failure.
+std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode = 0600);
+/// Content of `path`; nullopt when it does not exist. Code 5 on other errors.
+std::optional<std::string> read_file(const std::string& path);
+/// Creates `path` with `data` unless it exists (never replaces): temp file, fsync, link,
+/// fsync of the directory, which is created (`dir_mode`) when missing. False when the
+/// file already existed.
+bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode);
+/// The directories mkdir -p of `dir` would create now, outermost first.
+std::vector<std::string> missing_dirs(const std::string& dir);
+/// Removes `path` and fsyncs its directory; a missing file is fine.
+void remove_file(const std::string& path);
+
+/// An exclusive flock on an existing directory, held for the object's lifetime.
+class Lock {
+public:
+    /// Waits at most `timeout`, then throws code 11 (try again later) naming `what`.
+    Lock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout);
+
+private:
+    base::UniqueFd fd_;
+};
+
+// --- SR-IOV VF records ---
+
+struct Owner {
+    std::string network, container_id, ifname, netns;
+    bool same_attachment(const Owner& o) const {
+        return network == o.network && container_id == o.container_id && ifname == o.ifname;
+    }
+    std::string str() const;   ///< "container 'c1' interface 'net1' of network 'n'"
+};
+
+struct VfRecord {
+    std::string pci;              ///< VF PCI address (the record's key)
+    std::string pf_pci;           ///< PF PCI address
+    std::string pf;               ///< PF netdev name
+    int vf_index = 0;
+    bool dpdk = false;            ///< bound to a userspace driver: no netdev
+    Owner owner;
+    // kernel mode: the VF netdev as ADD found it in the node netns
+    std::string netdev;
+    std::string mac;
+    int mtu = 0;
+    bool up = false;
+    netns::vf::VfConfig original; ///< PF-side settings before ADD (what the PF reported)
+    netns::vf::VfConfig applied;  ///< PF-side settings ADD changes and DEL restores
+    std::optional<std::string> device_info_file;   ///< written by us, removed by DEL
+    std::vector<std::string> device_info_dirs;     ///< its directories ADD created, removed by DEL when empty
+};
+
+nlohmann::json to_json(const VfRecord& r);
+/// Code 6 naming `what` when a required field is missing or malformed.
+VfRecord vf_record_from_json(const nlohmann::json& j, const std::string& what);
+
+class VfStore {
+public:
+    explicit VfStore(const std::string& state_dir);
+    const std::string& dir() const { return dir_; }
+    std::string path(const std::string& pci) const { return dir_ + "/" + pci + ".json"; }
+    /// Takes the VF's lock (its sysfs directory), waiting at most `timeout`; nullopt when
+    /// the VF no longer exists, so there is nothing on it to serialise.
+    std::optional<Lock> lock(const netns::sysfs::Tree& tree, const std::string& pci,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
+    /// nullopt when there is no record; throws when it cannot be read.
+    std::optional<VfRecord> read(const std::string& pci) const;
+    /// Returns the directories it created (see write_file).
+    std::vector<std::string> write(const VfRecord& r) const;
+    void remove(const std::string& pci) const;
+    /// Every readable record; unreadable ones are logged and skipped.
+    std::vector<VfRecord> list() const;
+
+private:
+    std::string dir_;
+};
+
+}  // namespace cni::state

@@ -1,0 +1,415 @@
+// `topocni node-report`: this node's secondary-network resources as a Node Feature
+// Discovery local feature file ("key=value" lines), so NFD turns them into node labels
+// the scheduler can select on. It closes the scheduler's blind spot for VFs per NUMA
+// node and NIC speeds.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+#include <sstream>
+
+#include "cni/cli/cli.h"
+#include "cni/error.h"
+#include "cni/placement/ledger.h"
+#include "cni/placement/placement.h"
+#include "cni/records.h"
+#include "cni/placement/refusals.h"
+#include "conf/netconf.h"
+#include "ipam/usage.h"
+
+namespace cni::cli {
+
+namespace {
+
+constexpr const char* kPrefix = "topocni.io/";
+
+std::string read_trim(const std::string& path) {
+    std::ifstream in(path);
+    std::string s;
+    if (!in || !std::getline(in, s)) return {};
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (auto* e = ::readdir(d))
+            if (e->d_name[0] != '.') out.push_back(e->d_name);
+        ::closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+bool exists(const std::string& p) {
+    struct stat st;
+    return ::lstat(p.c_str(), &st) == 0;
+}
+
+std::string basename_of_link(const std::string& p) {
+    char buf[4096];
+    ssize_t n = ::readlink(p.c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return {};
+    buf[n] = 0;
+    std::string s = buf;
+    return s.substr(s.rfind('/') + 1);
+}
+
+/// Label-safe name: [A-Za-z0-9][-A-Za-z0-9_.]*, at most 63 bytes.
+std::string label_name(std::string s) {
+    for (auto& ch : s)
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') ch = '_';
+    return s.substr(0, 63);
+}
+
+/// label_name(s), at most `max` bytes: a longer one keeps its head and ends in 8 hex
+/// digits of a hash of the whole, so two long names do not become one label.
+std::string short_label(const std::string& s, size_t max) {
+    std::string name = label_name(s);
+    if (name.size() <= max) return name;
+    uint32_t h = 2166136261u;   // FNV-1a 32
+    for (unsigned char ch : s) { h ^= ch; h *= 16777619u; }
+    char tail[10];
+    std::snprintf(tail, sizeof tail, "-%08x", h);
+    return name.substr(0, max - 9) + tail;
+}
+
+int numa_of(const std::string& dev_dir) {
+    auto s = read_trim(dev_dir + "/numa_node");
+    return s.empty() ? -1 : std::atoi(s.c_str());
+}
+
+std::string numa_key(int n) { return n < 0 ? "numa-unknown" : "numa" + std::to_string(n); }
+
+struct Options {
+    std::string output, sysfs_root = "/sys", state_dir = "/var/lib/cni/topocni", format = "nfd";
+};
+
+// ---- what the node has: gathered once, rendered as NFD labels or Prometheus metrics ----
+
+struct Pf {
+    std::string name, pci;
+    int numa = -1;
+    std::string total;
+    int configured = 0, free_vfs = 0;
+};
+
+struct LinkBandwidth {
+    std::string link;                 ///< ledger name: master interface or PF PCI address
+    double capacity_bps = 0;          ///< capacity x overcommit: what admission compares against
+    double committed_egress = 0, committed_ingress = 0;
+};
+
+struct PoolUse {
+    std::string network, range_set;
+    unsigned __int128 size = 0, used = 0;
+};
+
+struct Facts {
+    int numa_count = 0;
+    std::vector<Pf> pfs;
+    std::vector<std::pair<std::string, std::string>> speeds;   ///< ifname -> Mb/s
+    std::vector<LinkBandwidth> bandwidth;
+    std::map<std::tuple<std::string, std::string, std::string>, int> attachments;   ///< (network, kind, link) -> n
+    std::vector<PoolUse> pools;
+    refusals::Counts refused;
+};
+
+std::string attachment_kind(const nlohmann::json& config) {
+    if (config.contains("delegate")) return "delegate";
+    auto a = config.find("attachment");
+    return a != config.end() && a->is_string() ? a->get<std::string>() : "veth";
+}
+
+void gather_records(const Options& o, Facts& f, const std::map<std::string, std::string>& pf_names) {
+    for (auto& network : entries(o.state_dir + "/attachments")) {
+        std::vector<Record> recs = list_records(o.state_dir, network);
+        const Record* latest = nullptr;
+        for (auto& r : recs) {
+            if (r.result.is_null()) continue;   // ADD in flight, or died: not an attachment
+            std::string link = pf_names.count(r.link) ? pf_names.at(r.link) : r.link;
+            ++f.attachments[{network, attachment_kind(r.config), link}];
+            if (!latest || r.completed_ns > latest->completed_ns) latest = &r;
+        }
+        // The pool as the network's newest attachment configured it.
+        if (!latest || !latest->config.is_object()) continue;
+        try {
+            auto c = conf::parse(latest->config.dump(), {});
+            auto pool = host_local_pool(c);
+            if (!pool) continue;
+            for (auto& u : ipam::pool_usage(*pool, c.name))
+                f.pools.push_back({network, u.range_set, u.size, u.held.size()});
+        } catch (const std::exception&) {
+            continue;   // a config this version cannot read: its pool is not reported
+        }
+    }
+}
+
+void gather_bandwidth(const Options& o, Facts& f, const std::map<std::string, std::string>& pf_names) {
+    std::set<std::string> seen;
+    for (auto& link : ledger::links(o.state_dir)) {
+        LinkBandwidth b{link};
+        for (auto& e : ledger::entries(o.state_dir, link)) {
+            b.committed_egress += double(e.egress_bps);
+            b.committed_ingress += double(e.ingress_bps);
+        }
+        // What the last admission counted against (linkCapacityMbps x overcommit), which
+        // stays while the link is idle; never admitted on: the link's own speed.
+        if (auto cap = ledger::capacity(o.state_dir, link); cap && cap->capacity_bps)
+            b.capacity_bps = double(cap->capacity_bps) * cap->overcommit;
+        if (b.capacity_bps == 0) {
+            std::string ifname = pf_names.count(link) ? pf_names.at(link) : link;
+            auto speed = read_trim(o.sysfs_root + "/class/net/" + ifname + "/speed");
+            if (speed.empty() || speed[0] == '-') continue;
+            b.capacity_bps = std::atof(speed.c_str()) * 1e6;
+        }
+        seen.insert(link);
+        // A PF is named by its netdev, as in the sriov-pf.<pf> labels and the VF metrics.
+        if (pf_names.count(link)) {
+            b.link = pf_names.at(link);
+            seen.insert(b.link);
+        }
+        // One series per link: a ledger kept under the PF's netdev name by an older version
+        // and the one under its PCI address add up, against the smaller capacity.
+        auto same = std::find_if(f.bandwidth.begin(), f.bandwidth.end(), [&](auto& x) { return x.link == b.link; });
+        if (same == f.bandwidth.end()) {
+            f.bandwidth.push_back(b);
+        } else {
+            same->committed_egress += b.committed_egress;
+            same->committed_ingress += b.committed_ingress;
+            same->capacity_bps = std::min(same->capacity_bps, b.capacity_bps);
+        }
+    }
+    // Every other physical link with a known speed: all of it is free.
+    for (auto& [ifname, speed] : f.speeds)
+        if (!seen.count(ifname)) f.bandwidth.push_back({ifname, std::atof(speed.c_str()) * 1e6, 0, 0});
+}
+
+Facts gather(const Options& o) {
+    Facts f;
+    for (auto& n : entries(o.sysfs_root + "/devices/system/node"))
+        f.numa_count += n.rfind("node", 0) == 0 && n.size() > 4 && std::isdigit(n[4]);
+
+    std::set<std::string> used_vfs;   // VF PCI addresses with a topocni state record
+    for (auto& file : entries(o.state_dir + "/sriov"))
+        if (file.size() > 5 && file.substr(file.size() - 5) == ".json") used_vfs.insert(file.substr(0, file.size() - 5));
+
+    std::map<std::string, std::string> pf_names;   // PF PCI -> netdev
+    std::string net = o.sysfs_root + "/class/net";
+    for (auto& ifname : entries(net)) {
+        std::string dev = net + "/" + ifname + "/device";
+        if (!exists(dev)) continue;                       // virtual device
+        if (exists(dev + "/physfn")) continue;            // a VF, counted under its PF
+        auto speed = read_trim(net + "/" + ifname + "/speed");
+        if (!speed.empty() && speed[0] != '-') f.speeds.push_back({ifname, speed});
+        auto total = read_trim(dev + "/sriov_totalvfs");
+        if (total.empty() || total == "0") continue;
+        Pf pf{ifname, basename_of_link(dev), numa_of(dev), total};
+        pf.configured = std::atoi(read_trim(dev + "/sriov_numvfs").c_str());
+        for (int i = 0; i < pf.configured; ++i) {
+            auto vf = basename_of_link(dev + "/virtfn" + std::to_string(i));
+            if (!vf.empty() && !used_vfs.count(vf)) ++pf.free_vfs;
+        }
+        pf_names[pf.pci] = ifname;
+        f.pfs.push_back(pf);
+    }
+    gather_bandwidth(o, f, pf_names);
+    gather_records(o, f, pf_names);
+    f.refused = refusals::read(o.state_dir);
+    return f;
+}
+
+long long whole_gbps(double bps) { return bps <= 0 ? 0 : static_cast<long long>(bps / 1e9); }
+
+std::string render_nfd(const Facts& f) {
+    std::ostringstream out;
+    out << "# topocni node-report: secondary-network resources of this node\n";
+    out << kPrefix << "numa-nodes=" << f.numa_count << "\n";
+    for (auto& [ifname, speed] : f.speeds) out << kPrefix << "link." << label_name(ifname) << ".speed-mbps=" << speed << "\n";
+    std::map<int, int> free_per_numa, total_per_numa;
+    for (auto& pf : f.pfs) {
+        std::string name = label_name(pf.name);
+        out << kPrefix << "sriov-pf." << name << ".total-vfs=" << pf.total << "\n";
+        out << kPrefix << "sriov-pf." << name << ".configured-vfs=" << pf.configured << "\n";
+        out << kPrefix << "sriov-pf." << name << ".free-vfs=" << pf.free_vfs << "\n";
+        out << kPrefix << "sriov-pf." << name << ".numa-node=" << pf.numa << "\n";
+        total_per_numa[pf.numa] += pf.configured;
+        free_per_numa[pf.numa] += pf.free_vfs;
+    }
+    out << kPrefix << "sriov-capable=" << (f.pfs.empty() ? "false" : "true") << "\n";
+    for (auto& [numa, n] : total_per_numa) {
+        out << kPrefix << "sriov-" << numa_key(numa) << ".configured-vfs=" << n << "\n";
+        out << kPrefix << "sriov-" << numa_key(numa) << ".free-vfs=" << free_per_numa.at(numa) << "\n";
+    }
+    // Whole Gb/s, rounded down: a label that changed with every pod would churn the Node object.
+    for (auto& b : f.bandwidth) {
+        std::string name = label_name(b.link);
+        out << kPrefix << "bandwidth." << name << ".capacity-gbps=" << whole_gbps(b.capacity_bps) << "\n";
+        out << kPrefix << "bandwidth." << name << ".egress-free-gbps=" << whole_gbps(b.capacity_bps - b.committed_egress) << "\n";
+        out << kPrefix << "bandwidth." << name << ".ingress-free-gbps=" << whole_gbps(b.capacity_bps - b.committed_ingress) << "\n";
+    }
+    // The fewest free addresses of any range set: an exhausted IPv4 set next to a /64 is
+    // still exhausted (and topology.minFreeAddresses counts per set too). Numbers are
+    // capped at 2^62 so the label value stays a number.
+    std::map<std::string, unsigned __int128> free_per_network;
+    for (auto& p : f.pools) {
+        unsigned __int128 free = p.size > p.used ? p.size - p.used : 0;
+        auto [it, fresh] = free_per_network.emplace(p.network, free);
+        if (!fresh) it->second = std::min(it->second, free);
+    }
+    constexpr unsigned __int128 kCap = static_cast<unsigned __int128>(1) << 62;
+    for (auto& [network, n] : free_per_network)
+        out << kPrefix << "ipam." << short_label(network, 43) << ".free-addresses="
+            << static_cast<unsigned long long>(std::min(n, kCap)) << "\n";
+    return out.str();
+}
+
+// ---- Prometheus text format (node_exporter's textfile collector) ----
+
+std::string escape_label(const std::string& v) {
+    std::string out;
+    for (char ch : v) {
+        if (ch == '\\') out += "\\\\";
+        else if (ch == '"') out += "\\\"";
+        else if (ch == '\n') out += "\\n";
+        else out += ch;
+    }
+    return out;
+}
+
+std::string number(double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+}
+
+std::string number(unsigned __int128 v) {
+    if (v > static_cast<unsigned __int128>(1) << 62) return number(static_cast<double>(v));
+    return std::to_string(static_cast<unsigned long long>(v));
+}
+
+class Family {
+public:
+    Family(std::ostream& out, const char* name, const char* type, const char* help) : out_(out), name_(name) {
+        out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+    }
+    template <class V>
+    void sample(std::initializer_list<std::pair<const char*, std::string>> labels, V value) {
+        out_ << name_ << "{";
+        bool first = true;
+        for (auto& [k, v] : labels) {
+            out_ << (first ? "" : ",") << k << "=\"" << escape_label(v) << "\"";
+            first = false;
+        }
+        out_ << "} " << number(value) << "\n";
+    }
+
+private:
+    std::ostream& out_;
+    const char* name_;
+};
+
+std::string render_prometheus(const Facts& f) {
+    std::ostringstream out;
+    {
+        Family m(out, "topocni_bandwidth_capacity_bps", "gauge",
+                 "Bandwidth topocni admits on a link per direction: topology.linkCapacityMbps, else the link speed, "
+                 "times topology.bandwidthOvercommit (bits per second).");
+        for (auto& b : f.bandwidth)
+            for (const char* d : {"egress", "ingress"}) m.sample({{"master", b.link}, {"direction", d}}, b.capacity_bps);
+    }
+    {
+        Family m(out, "topocni_bandwidth_committed_bps", "gauge",
+                 "Bandwidth committed to the attachments on a link per direction, from the admission ledger (bits per second).");
+        for (auto& b : f.bandwidth) {
+            m.sample({{"master", b.link}, {"direction", "egress"}}, b.committed_egress);
+            m.sample({{"master", b.link}, {"direction", "ingress"}}, b.committed_ingress);
+        }
+    }
+    {
+        Family m(out, "topocni_vfs_total", "gauge", "SR-IOV VFs configured on a PF (sriov_numvfs).");
+        for (auto& pf : f.pfs) m.sample({{"pf", pf.name}, {"numa_node", std::to_string(pf.numa)}}, double(pf.configured));
+    }
+    {
+        Family m(out, "topocni_vfs_free", "gauge", "SR-IOV VFs of a PF that no topocni attachment holds.");
+        for (auto& pf : f.pfs) m.sample({{"pf", pf.name}, {"numa_node", std::to_string(pf.numa)}}, double(pf.free_vfs));
+    }
+    {
+        Family m(out, "topocni_attachments", "gauge", "Attachments topocni made that are in place, by network, kind and link.");
+        for (auto& [key, n] : f.attachments)
+            m.sample({{"network", std::get<0>(key)}, {"attachment", std::get<1>(key)}, {"master", std::get<2>(key)}}, double(n));
+    }
+    {
+        Family m(out, "topocni_ipam_addresses", "gauge", "Addresses of a host-local range set, free or used.");
+        for (auto& p : f.pools) {
+            m.sample({{"network", p.network}, {"range_set", p.range_set}, {"state", "free"}},
+                     p.size > p.used ? p.size - p.used : static_cast<unsigned __int128>(0));
+            m.sample({{"network", p.network}, {"range_set", p.range_set}, {"state", "used"}}, p.used);
+        }
+    }
+    {
+        Family m(out, "topocni_placement_refusals_total", "counter",
+                 "ADDs refused with code 100, per network and failed constraint (kept in <stateDir>/metrics).");
+        for (auto& [network, per] : f.refused)
+            for (auto& [constraint, n] : per) m.sample({{"network", network}, {"constraint", constraint}}, double(n));
+    }
+    return out.str();
+}
+
+/// Dot-file then rename: NFD ignores dot-files, so it never reads a half-written file.
+void write_atomically(const std::string& path, const std::string& text) {
+    auto slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    std::string tmp = dir + "/." + base + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(kIoFailure, "cannot write '" + tmp + "': " + strerror(errno));
+    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok || ::rename(tmp.c_str(), path.c_str()) < 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        throw Error(kIoFailure, "cannot write '" + path + "': " + strerror(e));
+    }
+}
+
+}  // namespace
+
+void add_node_report(CLI::App& app, int& status) {
+    auto o = std::make_shared<Options>();
+    auto* cmd = app.add_subcommand("node-report", "Report this node's network resources as NFD feature labels");
+    cmd->add_option("--output", o->output, "write the feature file here atomically (default: stdout)");
+    cmd->add_option("--sysfs-root", o->sysfs_root, "sysfs mount point")->capture_default_str();
+    cmd->add_option("--state-dir", o->state_dir, "topocni stateDir (VFs in use, bandwidth ledger, refusals)")
+        ->capture_default_str();
+    cmd->add_option("--format", o->format, "nfd (key=value feature lines) or prometheus (text exposition format)")
+        ->check(CLI::IsMember({"nfd", "prometheus"}))
+        ->capture_default_str();
+    cmd->footer("Examples:\n  topocni node-report\n"
+                "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni\n"
+                "Labels (prefix topocni.io/): numa-nodes, sriov-capable, sriov-pf.<pf>.{total,configured,free}-vfs,\n"
+                "sriov-pf.<pf>.numa-node, sriov-numa<N>.{configured,free}-vfs, link.<if>.speed-mbps,\n"
+                "bandwidth.<link>.{capacity,egress-free,ingress-free}-gbps, ipam.<network>.free-addresses.\n"
+                "  topocni node-report --format prometheus --output /var/lib/node_exporter/textfile_collector/topocni.prom");
+    cmd->callback([o, &status] {
+        Facts f = gather(*o);
+        auto text = o->format == "prometheus" ? render_prometheus(f) : render_nfd(f);
+        if (o->output.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
+        else write_atomically(o->output, text);
+        status = 0;
+    });
+}
+
+
+}  // namespace cni::cli
