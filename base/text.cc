@@ -1,5 +1,7 @@
 #include "base/text.h"
 
+#include <cctype>
+
 #include <cstdio>
 
 namespace base {
@@ -74,6 +76,24 @@ std::string utf8_escaped(std::string_view s) {
 
 std::string utf8_replaced(std::string_view s) {
     return each_invalid_byte(s, [](std::string& out, unsigned char) { out += "\xEF\xBF\xBD"; });
+}
+
+std::string ifname_problem(const std::string& n) {
+    if (n.empty()) return "is empty";
+    if (!valid_utf8(n)) return "is not valid UTF-8";   // it goes into JSON results
+    if (n.size() > 15) return "is longer than 15 bytes";
+    if (n == "." || n == "..") return "may not be '.' or '..'";
+    for (unsigned char c : n)
+        if (c == '/' || c == ':' || std::isspace(c) || c < 0x20 || c == 0x7f)
+            return "may not contain '/', ':', whitespace or control characters";
+    return {};
+}
+
+bool valid_container_id(const std::string& id) {
+    if (id.empty() || !std::isalnum(static_cast<unsigned char>(id[0]))) return false;
+    for (unsigned char c : id)
+        if (!std::isalnum(c) && c != '_' && c != '.' && c != '-') return false;
+    return true;
 }
 
 }  // namespace base

@@ -18,4 +18,10 @@ std::string utf8_replaced(std::string_view s);
 /// Whether `s` is valid UTF-8 (no overlong forms, no surrogates, at most U+10FFFF).
 bool valid_utf8(std::string_view s);
 
+/// Interface name rules of the kernel: 1..15 bytes, not "." or "..", no '/', ':' or
+/// whitespace. Returns the reason when invalid, empty when fine.
+std::string ifname_problem(const std::string& name);
+/// Container IDs and network names: ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$ (the reference skel's rule).
+bool valid_container_id(const std::string& id);
+
 }  // namespace base

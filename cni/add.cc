@@ -3,7 +3,6 @@
 #include "cni/error.h"
 #include "base/failpoint.h"
 #include "cni/ipam.h"
-#include "cni/attach/delegate.h"
 #include "cni/placement/placement.h"
 #include "cni/records.h"
 #include "cni/pod_netns.h"
@@ -32,29 +31,13 @@ int lock_timeout_ms(const conf::NetConf& c) {
 // then acquire step by step with an undo registered right after each acquisition; the
 // result is printed only when all steps succeeded, and only then is the undo stack
 // dismissed. A refused ADD leaves no file and no directory it did not find.
-Output cmd_add(const Env& env, const conf::NetConf& c) {
+Output cmd_add(const Env& env, const conf::NetConf& c, Attachment& kind) {
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
     Context ctx{env, c, host, &pod};
+    kind.preflight(ctx);
+    if (kind.runs_ipam()) ipam_preflight(env, c);
     // Placement is checked before anything changes, so a refused pod leaves no trace.
-    if (c.delegate) {
-        find_plugin(env.path, c.delegate->value("type", ""), "delegate.type");
-        check_placement(ctx, true);
-        // The record says the delegate got this ADD: a DEL the delegate fails for an
-        // attachment it never saw (one we refused) is then not the runtime's problem. It
-        // stays when the delegate fails too: that ADD may have changed things, and its DEL
-        // must be able to fail (see meta_del). So there is nothing to roll back here.
-        NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
-        Record rec = record_of(env, c);
-        write_record(c.state_dir, rec);
-        rec.result = *meta_run(env, c);
-        write_record(c.state_dir, rec);
-        return rec.result;
-    }
-    auto attachment = make_attachment(c);
-    require_ifname_free(pod, env.ifname);
-    attachment->preflight(ctx);
-    ipam_preflight(env, c);
     check_placement(ctx, true);
 
     // Held until we return: GC of this network waits for us and we for it.
@@ -67,12 +50,12 @@ Output cmd_add(const Env& env, const conf::NetConf& c) {
     write_record(c.state_dir, rec);
     undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
     admit_bandwidth(ctx, undo);
-    Result ipam = ipam_add(env, c, undo);
+    Result ipam = kind.runs_ipam() ? ipam_add(env, c, undo) : Result{};
     base::failpoint("after-ipam");
 
     Result result;
-    attachment->add(ctx, ipam, result, undo);
-    if (!c.dns.empty()) result.dns = c.dns;
+    auto pod_interface = kind.add(ctx, ipam, result, undo);
+    if (kind.runs_ipam()) take_ipam_result(result, ipam, pod_interface, c.dns);
 
     auto out = result_to_json(result, c.cni_version);
     base::failpoint("before-result");

@@ -1,10 +1,8 @@
 #include "cni/attach/attachment.h"
 #include "cni/error.h"
 #include "cni/ipam.h"
-#include "cni/attach/delegate.h"
 #include "cni/placement/placement.h"
 #include "cni/pod_netns.h"
-#include "cni/attach/shaping.h"
 #include "cni/verbs.h"
 #include "cni/version.h"
 
@@ -12,16 +10,14 @@ namespace cni {
 
 // CHECK verifies the attachment against prevResult: pod interface, addresses, routes,
 // the host side, and that IPAM still holds the addresses.
-Output cmd_check(const Env& env, const conf::NetConf& c) {
+Output cmd_check(const Env& env, const conf::NetConf& c, Attachment& kind) {
     if (!c.prev_result) throw Error(kInvalidConfig, "prevResult: required for CHECK");
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
     Context ctx{env, c, host, &pod};
     check_placement(ctx, false);   // a violation that appeared since ADD is reported
-    if (c.delegate) return meta_run(env, c);
-    ipam_check(env, c, *c.prev_result);
-    make_attachment(c)->check(ctx, *c.prev_result);
-    check_shaping(ctx);
+    if (kind.runs_ipam()) ipam_check(env, c, *c.prev_result);
+    kind.check(ctx, *c.prev_result);
     return std::nullopt;
 }
 

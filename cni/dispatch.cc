@@ -65,8 +65,9 @@ int run_plugin(const PluginIo& io, std::span<const VerbEntry> verbs) {
         version = conf::peek_version(text);
         // DEL and GC clean up: a key they do not need must not stop them (see conf::parse).
         bool teardown = env.verb == Verb::Del || env.verb == Verb::Gc;
-        conf::NetConf c = conf::parse(text, {env.args.mac, env.args.ips},
-                                      teardown ? conf::Purpose::Teardown : conf::Purpose::Setup);
+        Network net = read_network(text, {env.args.mac, env.args.ips},
+                                   teardown ? conf::Purpose::Teardown : conf::Purpose::Setup);
+        const conf::NetConf& c = net.conf;
         version = c.cni_version;
         if (io.configure_logging) base::log::configure(c.log_level, c.log_file.value_or(""));
         base::log::debug("config: " + text);
@@ -76,7 +77,7 @@ int run_plugin(const PluginIo& io, std::span<const VerbEntry> verbs) {
             if (!at_least(c.cni_version, v.min_version))
                 throw Error(kIncompatibleVersion, std::string("config version does not allow ") + verb_name(env.verb),
                             "cniVersion " + c.cni_version + " < " + v.min_version);
-            if (auto out = v.run(env, c)) {
+            if (auto out = v.run(env, c, *net.kind)) {
                 io.write(printed(*out));
                 base::log::info("result: " + out->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
             } else {
@@ -105,21 +106,6 @@ int plugin_main() {
         std::fflush(stdout);
     };
     return run_plugin(io, kVerbs);
-}
-
-std::unique_ptr<Attachment> make_attachment(const conf::NetConf& c) {
-    switch (c.attachment) {
-        case conf::Attachment::Veth: return make_veth();
-        case conf::Attachment::Macvlan: return make_macvlan();
-        case conf::Attachment::Sriov: return make_sriov();
-        default: throw Error(kInvalidConfig, "attachment: not supported yet");
-    }
-}
-
-const Interface& expected_pod_interface(const Context& ctx, const Result& prev) {
-    for (auto& i : prev.interfaces)
-        if (i.name == ctx.env.ifname && i.sandbox == ctx.env.netns) return i;
-    throw Error(kCheckFailed, "prevResult has no interface '" + ctx.env.ifname + "' in sandbox '" + ctx.env.netns + "'");
 }
 
 }  // namespace cni

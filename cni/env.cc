@@ -26,24 +26,6 @@ const char* verb_name(Verb v) {
     return "?";
 }
 
-std::string ifname_problem(const std::string& n) {
-    if (n.empty()) return "is empty";
-    if (!base::valid_utf8(n)) return "is not valid UTF-8";   // it goes into JSON results
-    if (n.size() > 15) return "is longer than 15 bytes";
-    if (n == "." || n == "..") return "may not be '.' or '..'";
-    for (unsigned char c : n)
-        if (c == '/' || c == ':' || std::isspace(c) || c < 0x20 || c == 0x7f)
-            return "may not contain '/', ':', whitespace or control characters";
-    return {};
-}
-
-bool valid_container_id(const std::string& id) {
-    if (id.empty() || !std::isalnum(static_cast<unsigned char>(id[0]))) return false;
-    for (unsigned char c : id)
-        if (!std::isalnum(c) && c != '_' && c != '.' && c != '-') return false;
-    return true;
-}
-
 Env Env::from_environment() { return from([](const char* name) -> const char* { return std::getenv(name); }); }
 
 Env Env::from(const std::function<const char*(const char*)>& get) {
@@ -77,10 +59,10 @@ Env Env::from(const std::function<const char*(const char*)>& get) {
     need(e.verb == Verb::Gc && getenv_str("CNI_PATH").empty(), "CNI_PATH");
     if (!missing.empty()) bad_env("required env variables [" + missing + "] missing");
 
-    if (attach && !valid_container_id(e.container_id))
+    if (attach && !base::valid_container_id(e.container_id))
         bad_env("CNI_CONTAINERID '" + e.container_id + "' has invalid characters (allowed: [a-zA-Z0-9][a-zA-Z0-9_.-]*)");
     if (attach) {
-        if (auto why = ifname_problem(e.ifname); !why.empty()) bad_env("CNI_IFNAME '" + e.ifname + "' " + why);
+        if (auto why = base::ifname_problem(e.ifname); !why.empty()) bad_env("CNI_IFNAME '" + e.ifname + "' " + why);
     }
     if (!e.netns.empty() && e.netns[0] != '/') bad_env("CNI_NETNS '" + e.netns + "' is not an absolute path");
     // It is echoed in the result ("sandbox") and in records, which are JSON.

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/text.h"
 #include "cni/args.h"
 
 namespace cni {
@@ -26,11 +27,6 @@ struct Env {
     static Env from(const std::function<const char*(const char*)>& get);
 };
 
-/// Interface name rules of the kernel: 1..15 bytes, not "." or "..", no '/', ':' or
-/// whitespace. Returns the reason when invalid, empty when fine.
-std::string ifname_problem(const std::string& name);
-/// Container IDs: ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$ (the reference skel's rule).
-bool valid_container_id(const std::string& id);
 const char* verb_name(Verb v);
 
 }  // namespace cni

@@ -5,10 +5,8 @@
 #include "cni/ipam.h"
 #include "base/log.h"
 #include "ipam/host_local.h"
-#include "cni/attach/delegate.h"
 #include "cni/placement/ledger.h"
 #include "cni/records.h"
-#include "cni/attach/shaping.h"
 #include "cni/verbs.h"
 
 namespace cni {
@@ -47,24 +45,20 @@ void sweep_ledger(const conf::NetConf& c, const std::vector<ipam::Owner>& valid)
 // GC releases everything of this network that belongs to an attachment not in
 // cni.dev/valid-attachments. A missing list is an error, not "release all": an empty
 // list means that, and only an explicit empty list may say it.
-Output cmd_gc(const Env& env, const conf::NetConf& c) {
+Output cmd_gc(const Env& env, const conf::NetConf& c, Attachment& kind) {
     if (c.name.empty()) {
         base::log::warn("the config has no valid name; nothing can have been added under it, nothing to collect");
         return std::nullopt;
     }
-    if (c.delegate) {
-        meta_run(env, c);
-        // Our records of attachments the runtime no longer lists (see meta_del) go too.
-        if (c.valid_attachments && dir_exists(records_dir(c.state_dir, c.name))) {
-            NetworkLock guard(c.state_dir, c.name, NetworkLock::Exclusive, 10000);
-            for (auto& r : list_records(c.state_dir, c.name))
-                if (!listed(*c.valid_attachments, r) && r.completed_ns < process_start_ns())
-                    remove_record(c.state_dir, c.name, r.container_id, r.ifname);
-        }
-        return std::nullopt;
-    }
-    if (!c.valid_attachments)
+    auto host = netns::Handle::current();
+    Context ctx{env, c, host, nullptr};
+    kind.collect(ctx);
+    if (!c.valid_attachments) {
+        // topocni's IPAM cannot tell what to release without the list; a delegate's plugin
+        // got the request as the runtime sent it, and decides for itself.
+        if (!kind.runs_ipam()) return std::nullopt;
         throw Error(kInvalidConfig, "cni.dev/valid-attachments: required for GC");
+    }
     // ADD writes the network's records directory before anything else, and the IPAM store
     // may be shared with the reference plugin: with neither, nothing here is ours to collect,
     // and GC creates nothing.
@@ -92,16 +86,12 @@ Output cmd_gc(const Env& env, const conf::NetConf& c) {
         stale.push_back(r);
     }
     std::string errors;
-    try { ipam_gc(env, effective); } catch (const Error& e) { errors += e.what(); }
-    auto host = netns::Handle::current();
-    Context ctx{env, effective, host, nullptr};
-    ctx.stale = &stale;
+    if (kind.runs_ipam())
+        try { ipam_gc(env, effective); } catch (const Error& e) { errors += e.what(); }
+    Context stale_ctx{env, effective, host, nullptr, &stale};
     try {
-        make_attachment(c)->gc(ctx);
+        kind.gc(stale_ctx);
         for (auto& r : stale) {
-            // A pod netns that outlived its attachment keeps the ifb that shaped it in there.
-            if (c.attachment != conf::Attachment::Veth && netns_exists(r.netns))
-                try { unshape_pod(r.netns, r.container_id, r.ifname); } catch (const Error&) {}
             ledger::remove_everywhere(c.state_dir, c.name, r.container_id, r.ifname);
             remove_record(c.state_dir, c.name, r.container_id, r.ifname);
         }

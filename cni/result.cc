@@ -1,5 +1,7 @@
 #include "cni/result.h"
 
+#include "conf/netconf.h"
+
 #include "cni/error.h"
 #include "base/text.h"
 #include "cni/version.h"
@@ -209,5 +211,7 @@ json error_to_json(int code, const std::string& msg, const std::string& details,
     if (!details.empty()) j["details"] = base::utf8_escaped(details);
     return j;
 }
+
+const conf::Protocol kProtocol{require_supported, result_from_json};
 
 }  // namespace cni

@@ -6,6 +6,10 @@
 
 #include "base/types.h"
 
+namespace conf {
+struct Protocol;
+}
+
 namespace cni {
 
 // The result model lives below every layer (IPAM fills it, netlink applies it); the
@@ -24,5 +28,9 @@ nlohmann::json result_to_json(const Result& r, const std::string& version);
 Result result_from_json(const nlohmann::json& j, const std::string& path);
 /// Prints an error object in the spec's shape.
 nlohmann::json error_to_json(int code, const std::string& msg, const std::string& details, const std::string& version);
+
+/// What conf::parse asks the protocol: the cniVersions spoken (cni/version.h) and how a
+/// prevResult is read (result_from_json).
+extern const conf::Protocol kProtocol;
 
 }  // namespace cni

@@ -1,4 +1,5 @@
-// One function per CNI verb. Each returns what goes to stdout (nothing for DEL, CHECK,
+// One function per CNI verb, for a network's config and its attachment kind (cni/attach/).
+// Each returns what goes to stdout (nothing for DEL, CHECK,
 // GC, STATUS) and throws cni::Error on failure; dispatch.cc prints either.
 #pragma once
 #include <functional>
@@ -13,20 +14,22 @@
 
 namespace cni {
 
+class Attachment;
+
 using Output = std::optional<nlohmann::json>;
 
-Output cmd_add(const Env& env, const conf::NetConf& c);
-Output cmd_del(const Env& env, const conf::NetConf& c);
-Output cmd_check(const Env& env, const conf::NetConf& c);
-Output cmd_gc(const Env& env, const conf::NetConf& c);
-Output cmd_status(const Env& env, const conf::NetConf& c);
+Output cmd_add(const Env& env, const conf::NetConf& c, Attachment& kind);
+Output cmd_del(const Env& env, const conf::NetConf& c, Attachment& kind);
+Output cmd_check(const Env& env, const conf::NetConf& c, Attachment& kind);
+Output cmd_gc(const Env& env, const conf::NetConf& c, Attachment& kind);
+Output cmd_status(const Env& env, const conf::NetConf& c, Attachment& kind);
 /// VERSION reads only {"cniVersion"} from stdin (which may be empty).
 nlohmann::json cmd_version(const std::string& stdin_text);
 
 /// One verb of the table run_plugin() dispatches on.
 struct VerbEntry {
     Verb verb;
-    Output (*run)(const Env&, const conf::NetConf&);
+    Output (*run)(const Env&, const conf::NetConf&, Attachment&);
     const char* min_version;   ///< oldest cniVersion that has this verb
 };
 

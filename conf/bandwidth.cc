@@ -73,27 +73,20 @@ void parse_bandwidth(NetConf& c) {
     const json* rc = opt_object(c.raw, "runtimeConfig", "");
     const json* from_runtime = rc ? member_ci(*rc, "bandwidth") : nullptr;
     const json* from_config = member(c.raw, "bandwidth");
-    if (c.delegate) {
-        // The wrapped plugin gets runtimeConfig as it is; a "bandwidth" key of ours would
-        // be a promise we do not keep for a device we did not create.
-        if (from_config)
-            bad("bandwidth", "not used with \"delegate\"; chain the reference bandwidth plugin after it, "
-                             "or use attachment veth, macvlan or sriov");
-        return;
-    }
     if (from_runtime) c.bandwidth = parse_bandwidth_object(*from_runtime, "runtimeConfig.bandwidth", true);
     else if (from_config) c.bandwidth = parse_bandwidth_object(*from_config, "bandwidth", false);
     if (c.bandwidth && c.bandwidth->empty()) c.bandwidth.reset();
     if (!c.bandwidth) return;
-    // tc's tbf takes the rate as 32-bit bytes per second (netns/tc.h); a VF's egress is
-    // limited by the PF instead, in Mb/s.
-    auto too_fast = [&](const std::optional<RateLimit>& r, const char* key) {
-        if (r && r->rate_bps > kMaxShapedRate)
-            bad(join(c.bandwidth->source, key), std::to_string(r->rate_bps) + " is more than tc's tbf can shape (" +
-                                                    std::to_string(kMaxShapedRate) + " bits/s)");
-    };
-    too_fast(c.bandwidth->ingress, "ingressRate");
-    if (c.attachment != Attachment::Sriov) too_fast(c.bandwidth->egress, "egressRate");
+    // Every kind shapes ingress with tc's tbf; egress too unless the kind limits it
+    // elsewhere (a VF's rate, through the PF): see require_tbf_egress.
+    require_tbf_rate(*c.bandwidth, c.bandwidth->ingress, "ingressRate");
+}
+
+// tc's tbf takes the rate as 32-bit bytes per second (netns/tc.h).
+void require_tbf_rate(const Bandwidth& b, const std::optional<RateLimit>& r, const char* key) {
+    if (r && r->rate_bps > kMaxShapedRate)
+        bad(join(b.source, key), std::to_string(r->rate_bps) + " is more than tc's tbf can shape (" +
+                                     std::to_string(kMaxShapedRate) + " bits/s)");
 }
 
 }  // namespace conf

@@ -40,5 +40,8 @@ Bandwidth parse_bandwidth_object(const nlohmann::json& j, const std::string& pat
 
 /// Fills c.bandwidth from runtimeConfig.bandwidth, else from "bandwidth".
 void parse_bandwidth(NetConf& c);
+/// Code 7 naming `key` when the rate is more than tc's tbf can shape: for the directions a
+/// kind shapes with tbf (ingress always; egress unless the kind limits it elsewhere).
+void require_tbf_rate(const Bandwidth& b, const std::optional<RateLimit>& r, const char* key);
 
 }  // namespace conf

@@ -2,11 +2,8 @@
 
 #include <algorithm>
 
-#include "cni/env.h"
-#include "cni/error.h"
-#include "cni/result.h"
 #include "base/text.h"
-#include "cni/version.h"
+#include "cni/error.h"
 #include "conf/fields.h"
 #include "netns/netlink.h"
 
@@ -18,14 +15,6 @@ void check_mac(const std::string& mac, const std::string& path) {
     if (!netns::nl::parse_mac(mac)) bad(path, "'" + mac + "' is not a MAC address (aa:bb:cc:dd:ee:ff)");
     auto bytes = *netns::nl::parse_mac(mac);
     if (bytes[0] & 1) bad(path, "'" + mac + "' is a multicast address");
-}
-
-Attachment parse_attachment(const json& j) {
-    auto a = opt_string(j, "attachment", "").value_or("veth");
-    if (a == "veth") return Attachment::Veth;
-    if (a == "macvlan") return Attachment::Macvlan;
-    if (a == "sriov") return Attachment::Sriov;
-    bad("attachment", "'" + a + "' is not one of veth, macvlan, sriov");
 }
 
 std::vector<base::IpAddr> parse_ip_list(const json& obj, const std::string& key, const std::string& path) {
@@ -90,23 +79,6 @@ void parse_ipam(NetConf& c, const ArgsView& args) {
             json tmp = {{"ips", *ips}};
             for (auto& ip : parse_ip_list(tmp, "ips", "runtimeConfig")) c.requested_ips.push_back(ip);
         }
-}
-
-void parse_macvlan(NetConf& c) {
-    c.master = opt_string(c.raw, "master", "");
-    auto mode = opt_string(c.raw, "mode", "");
-    c.link_in_container = opt_bool(c.raw, "linkInContainer", "").value_or(false);
-    if (c.attachment != Attachment::Macvlan) {
-        if (c.master) bad("master", "only valid with attachment macvlan");
-        return;
-    }
-    if (c.master)
-        if (auto why = cni::ifname_problem(*c.master); !why.empty()) bad("master", "'" + *c.master + "' " + why);
-    if (mode && !mode->empty()) {
-        if (*mode != "bridge" && *mode != "private" && *mode != "vepa" && *mode != "passthru")
-            bad("mode", "'" + *mode + "' is not one of bridge, private, vepa, passthru");
-        c.macvlan_mode = *mode;
-    }
 }
 
 // The runtime reads "capabilities" to decide what goes into runtimeConfig; a list or a
@@ -175,7 +147,7 @@ std::string peek_version(const std::string& text) {
     return it->get<std::string>().empty() ? "0.1.0" : it->get<std::string>();
 }
 
-NetConf parse(const std::string& input, const ArgsView& args, Purpose purpose) {
+NetConf parse(const std::string& input, const ArgsView& args, const Protocol& protocol, Purpose purpose) {
     NetConf c;
     // Teardown reads bytes that are not UTF-8 as Go's encoding/json does (U+FFFD), so a
     // config ADD could not decode still lets DEL run; nothing was added under it.
@@ -208,7 +180,7 @@ NetConf parse(const std::string& input, const ArgsView& args, Purpose purpose) {
     else
         c.cni_version = opt_string(c.raw, "cniVersion", "").value_or("");
     if (c.cni_version.empty()) c.cni_version = "0.1.0";
-    cni::require_supported(c.cni_version);
+    protocol.check_version(c.cni_version);
 
     // Each group of keys is one step; for teardown a step that fails is dropped (its
     // keys keep their defaults) and remembered, so DEL still deletes what it can find.
@@ -227,13 +199,24 @@ NetConf parse(const std::string& input, const ArgsView& args, Purpose purpose) {
         auto name = opt_string(c.raw, "name", "").value_or("");
         if (name.empty()) bad("name", "missing");
         // The name becomes a directory under dataDir and stateDir.
-        if (!cni::valid_container_id(name))
+        if (!base::valid_container_id(name))
             bad("name", "'" + name + "' has invalid characters (allowed: [a-zA-Z0-9][a-zA-Z0-9_.-]*)");
         if (name.size() > 253) bad("name", "longer than 253 characters");
         c.name = name;
     });
     step([&] { c.type = opt_string(c.raw, "type", "").value_or(""); });
-    step([&] { c.attachment = parse_attachment(c.raw); });
+    step([&] {
+        // Which kind reads the rest: "delegate" wraps another plugin, "attachment" names
+        // one of ours. The kind itself is looked up, and reads its keys, in cni/attach/.
+        auto a = opt_string(c.raw, "attachment", "");
+        if (member(c.raw, "delegate")) {
+            if (member(c.raw, "attachment"))
+                bad("delegate", "cannot be combined with \"attachment\" (the delegate is the attachment)");
+            c.kind = "delegate";
+        } else {
+            c.kind = a.value_or("veth");
+        }
+    });
     step([&] { if (auto mtu = opt_int(c.raw, "mtu", "", 68, 65535)) c.mtu = static_cast<int>(*mtu); });
     step([&] {
         // MAC precedence: runtimeConfig.mac > CNI_ARGS MAC= > config mac.
@@ -247,16 +230,6 @@ NetConf parse(const std::string& input, const ArgsView& args, Purpose purpose) {
             }
         }
     });
-    step([&] {
-        c.bridge = opt_string(c.raw, "bridge", "");
-        if (c.bridge) {
-            if (auto why = cni::ifname_problem(*c.bridge); !why.empty()) bad("bridge", "'" + *c.bridge + "' " + why);
-            if (c.attachment != Attachment::Veth) bad("bridge", "only valid with attachment veth");
-        }
-        c.is_gateway = opt_bool(c.raw, "isGateway", "").value_or(false);
-        if (c.is_gateway && !c.bridge) bad("isGateway", "needs \"bridge\"");
-    });
-    step([&] { parse_macvlan(c); });
     step([&] {
         if (auto* dns = opt_object(c.raw, "dns", "")) {
             c.dns.nameservers = opt_strings(*dns, "nameservers", "dns");
@@ -286,24 +259,10 @@ NetConf parse(const std::string& input, const ArgsView& args, Purpose purpose) {
             throw;
         }
     });
-    step([&] { parse_sriov(c); });
-    if (teardown && c.attachment == Attachment::Sriov && !c.sriov) c.sriov.emplace();
-    step([&] { parse_delegate(c); });
     step([&] { parse_placement(c); });
-    step([&] {
-        parse_bandwidth(c);
-        // One VF rate limit, set through the PF: two keys for it would contradict each other.
-        if (c.bandwidth && c.bandwidth->egress && c.sriov && c.sriov->max_tx_rate)
-            bad(c.bandwidth->source + ".egressRate", "and max_tx_rate both limit the VF's transmit rate; set one");
-    });
-    step([&] { if (auto* prev = member(c.raw, "prevResult")) c.prev_result = cni::result_from_json(*prev, "prevResult"); });
+    step([&] { parse_bandwidth(c); });
+    step([&] { if (auto* prev = member(c.raw, "prevResult")) c.prev_result = protocol.read_result(*prev, "prevResult"); });
     parse_gc(c);   // GC's input: never ignored, a wrong list would release the wrong things
-
-    if (c.delegate || teardown) return c;   // the wrapped plugin validates its own keys
-    if (c.attachment == Attachment::Veth && !c.bridge && c.ipam_type.empty())
-        bad("ipam", "a point-to-point veth needs ipam (or set \"bridge\" for an L2-only port)");
-    if (!cni::at_least(c.cni_version, "0.3.0") && c.ipam_type.empty())
-        bad("cniVersion", c.cni_version + " cannot express an L2-only result; set ipam or use 0.3.0 or newer");
     return c;
 }
 

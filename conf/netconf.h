@@ -10,41 +10,28 @@
 #include "base/types.h"
 #include "conf/bandwidth.h"
 #include "conf/placement.h"
-#include "cni/attach/sriov_conf.h"
 #include "ipam/host_local.h"
 
 namespace conf {
-
-enum class Attachment { Veth, Macvlan, Sriov };
 
 struct NetConf {
     std::string cni_version;             ///< "" is read as "0.1.0" (spec)
     std::string name;
     std::string type;
-    Attachment attachment = Attachment::Veth;
+    /// The attachment kind: the "attachment" key (default veth), or "delegate" when the
+    /// config wraps another plugin. Each kind reads its own keys (cni/attach/).
+    std::string kind = "veth";
 
     // link settings
     std::optional<int> mtu;
     std::optional<std::string> mac;       ///< final MAC after precedence (runtimeConfig > CNI_ARGS > config)
-
-    // veth
-    std::optional<std::string> bridge;    ///< enslave the host end to this bridge
-    bool is_gateway = false;              ///< bridge: gateway addresses on the bridge
-
-    // macvlan
-    std::optional<std::string> master;    ///< default: the interface of the node's default route
-    std::string macvlan_mode = "bridge";  ///< bridge, private, vepa, passthru
-    bool link_in_container = false;       ///< look the master up inside the pod netns
 
     // IPAM
     std::string ipam_type;                ///< "" = L2 only
     std::optional<ipam::Config> host_local;   ///< parsed when ipam_type == "host-local"
     std::vector<base::IpAddr> requested_ips;  ///< CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips
 
-    // SR-IOV (conf/sriov.cc) and placement (conf/placement.cc) parse their own keys.
-    std::optional<SriovConf> sriov;       ///< set when attachment == sriov
-    std::optional<Placement> placement;   ///< set when nodeSelector or topology is given
-    std::optional<nlohmann::json> delegate;   ///< meta-plugin mode: the wrapped plugin's config
+    std::optional<Placement> placement;   ///< set when nodeSelector or topology is given (conf/placement.cc)
     std::optional<Bandwidth> bandwidth;   ///< runtimeConfig.bandwidth, else "bandwidth" (conf/bandwidth.cc)
 
     std::string state_dir = "/var/lib/cni/topocni";   ///< stateDir: state records, caches
@@ -68,6 +55,14 @@ struct ArgsView {
     std::vector<base::IpAddr> ips;
 };
 
+/// What the CNI protocol layer decides while a config is read (cni/ passes cni::kProtocol):
+/// which cniVersions it speaks (code 1 otherwise, before any other key is looked at), and
+/// how a prevResult of that version is read into the result model.
+struct Protocol {
+    void (*check_version)(const std::string& version);
+    base::Result (*read_result)(const nlohmann::json& j, const std::string& what);
+};
+
 /// What the config is parsed for.
 enum class Purpose {
     Setup,      ///< ADD, CHECK, STATUS, explain: every key must be valid
@@ -83,7 +78,7 @@ enum class Purpose {
 /// leaves it empty, and the verb then has nothing to look for (nothing can have been
 /// added under a name ADD refuses). So a pod whose ADD was refused for, say, a bad
 /// nodeSelector can always be torn down.
-NetConf parse(const std::string& text, const ArgsView& args, Purpose purpose = Purpose::Setup);
+NetConf parse(const std::string& text, const ArgsView& args, const Protocol& protocol, Purpose purpose = Purpose::Setup);
 
 /// The cniVersion field only, for error objects printed before full parsing succeeds.
 std::string peek_version(const std::string& text);

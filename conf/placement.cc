@@ -206,20 +206,6 @@ LabelSelector parse_label_selector(const json& j, const std::string& path) {
     return out;
 }
 
-void parse_delegate(NetConf& c) {
-    auto* d = opt_object(c.raw, "delegate", "");
-    if (!d) return;
-    if (member(c.raw, "attachment"))
-        bad("delegate", "cannot be combined with \"attachment\" (the delegate is the attachment)");
-    if (member(c.raw, "ipam")) bad("ipam", "not used with \"delegate\"; put it in delegate.ipam");
-    auto type = opt_string(*d, "type", "delegate");
-    if (!type || type->empty()) bad("delegate.type", "missing");
-    // Delegation execs CNI_PATH/<type>: a type with a path in it would run anything.
-    if (type->find('/') != std::string::npos || *type == "." || *type == "..")
-        bad("delegate.type", "'" + *type + "' must be a plugin name, not a path");
-    c.delegate = *d;
-}
-
 void parse_placement(NetConf& c) {
     const json& j = c.raw;
     static const char* kKeys[] = {"nodeSelector", "nodeName", "nodeLabelsFile", "kubeconfig",
@@ -246,18 +232,9 @@ void parse_placement(NetConf& c) {
     if (auto d = abs_path(j, "kubeletRootDir")) p.kubelet_root_dir = *d;
 
     // A veth has no device: its NUMA node, link speed and master are unknown topology,
-    // and unknownTopology decides (cni/placement.cc), so one NAD template with topology
-    // constraints works for every attachment kind.
-    if (p.topology && p.topology->min_free_addresses) {
-        std::string type = c.ipam_type;
-        if (c.delegate)
-            if (auto* ipam = member(*c.delegate, "ipam"))
-                if (auto* t = member(*ipam, "type"); t && t->is_string()) type = t->get<std::string>();
-        if (type != "host-local")
-            bad("topology.minFreeAddresses", std::string("needs host-local ipam") +
-                                                 (c.delegate ? " in delegate.ipam" : "") +
-                                                 " (other IPAM plugins cannot be counted)");
-    }
+    // and unknownTopology decides (cni/placement/), so one NAD template with topology
+    // constraints works for every attachment kind. That minFreeAddresses has a host-local
+    // pool to count is checked with the kind, which knows where its IPAM is (cni/attach/).
     c.placement = std::move(p);
 }
 

@@ -1,5 +1,5 @@
-// Placement constraints (nodeSelector, topology) and meta-plugin mode ("delegate"):
-// the keys as plain structs. What they mean at ADD lives in cni/placement.cc.
+// Placement constraints (nodeSelector, topology): the keys as plain structs. What they
+// mean at ADD lives in cni/placement/.
 #pragma once
 #include <optional>
 #include <string>
@@ -59,10 +59,7 @@ const char* numa_policy_name(NumaPolicy p);
 /// its path under `path`, e.g. "nodeSelector.matchExpressions[1].operator".
 LabelSelector parse_label_selector(const nlohmann::json& j, const std::string& path);
 
-/// Fills c.delegate from "delegate" (meta-plugin mode); code 7 naming the key.
-void parse_delegate(NetConf& c);
-/// Fills c.placement when any placement key is present (after parse_delegate); code 7
-/// naming the key.
+/// Fills c.placement when any placement key is present; code 7 naming the key.
 void parse_placement(NetConf& c);
 
 }  // namespace conf

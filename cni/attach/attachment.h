@@ -1,10 +1,10 @@
-// One attachment kind per file (veth.cc, macvlan.cc, sriov.cc) behind this interface;
-// the verbs (add.cc, del.cc, ...) own the order of steps, IPAM and the result.
+// The interface every attachment kind implements, and the table that makes them.
 #pragma once
 #include <memory>
 #include <optional>
 
 #include "base/cleanup.h"
+#include "cni/error.h"
 #include "cni/env.h"
 #include "cni/records.h"
 #include "cni/result.h"
@@ -22,28 +22,80 @@ struct Context {
     const std::vector<Record>* stale = nullptr;
 };
 
+/// One attachment kind: everything topocni knows about one way to attach a pod, in one
+/// file each (veth.cc, macvlan.cc, sriov.cc, delegate.cc): its config keys, read and
+/// validated when the kind is made; the device it uses, for placement; and its part of
+/// each verb. The verbs (cni/add.cc, ...) own the order of steps, IPAM and the result.
 class Attachment {
 public:
     virtual ~Attachment() = default;
-    /// Checks that need the node but change nothing (master exists, MTU fits...).
+    /// Whether topocni runs the config's IPAM for this kind. A delegate's plugin runs its
+    /// own, and its result is the attachment's result.
+    virtual bool runs_ipam() const { return true; }
+    /// The IPAM object the attachment draws from, and the key it is under.
+    virtual const nlohmann::json* ipam_config(const conf::NetConf& c) const;
+    virtual std::string ipam_key() const { return "ipam"; }
+    /// ADD and CHECK: what needs the node but changes nothing (the interface name is free,
+    /// the master exists, the MTU fits...).
     virtual void preflight(Context&) {}
-    /// Creates the pod interface, applies `ipam` (addresses, routes) and fills `result`
-    /// (interfaces, ips with interface index, routes). Registers undo steps on `undo`.
-    virtual void add(Context&, const Result& ipam, Result& result, base::Rollback& undo) = 0;
+    /// Creates the pod interface, applies `ipam` (addresses, routes) inside the pod, and
+    /// appends what it created to `result.interfaces`. Registers undo steps on `undo`.
+    /// Returns the index of the interface the addresses are on (none: a DPDK VF); the verb
+    /// copies IPAM's ips, routes and dns into the result.
+    virtual std::optional<int> add(Context&, const Result& ipam, Result& result, base::Rollback& undo) = 0;
     /// Removes what add created. Must succeed when it is already gone.
     virtual void del(Context&) = 0;
     /// Verifies the pod and host against prevResult; throws kCheckFailed naming the difference.
     virtual void check(Context&, const Result& prev) = 0;
-    /// Removes host-side leftovers of attachments not in the valid list.
+    /// GC, before topocni looks at its own state: a delegate forwards GC to its plugin.
+    virtual void collect(Context&) {}
+    /// GC: removes what the kind left on the node for the attachments in ctx.stale.
     virtual void gc(Context&) {}
+    /// STATUS, after IPAM's: a delegate asks its plugin.
+    virtual void status(Context&) {}
 };
+
+/// ADD, for kinds that run topocni's IPAM: IPAM's addresses (on the pod interface the
+/// kind created, when there is one), routes and dns, the config's dns over IPAM's.
+void take_ipam_result(Result& result, const Result& ipam, std::optional<int> pod_interface, const Dns& dns);
 
 /// CHECK: the prevResult interface named CNI_IFNAME in sandbox CNI_NETNS (kCheckFailed if none).
 const Interface& expected_pod_interface(const Context& ctx, const Result& prev);
 
-std::unique_ptr<Attachment> make_attachment(const conf::NetConf& c);
-std::unique_ptr<Attachment> make_veth();
-std::unique_ptr<Attachment> make_macvlan();
-std::unique_ptr<Attachment> make_sriov();
+/// The kind c.kind names (code 7 for an unknown one), its keys read from the config:
+/// code 7 naming a bad key, or a key of another kind. For Teardown, keys it cannot read
+/// are treated as absent (defaults) and named in c.ignored, as conf::parse does.
+std::unique_ptr<Attachment> make_attachment(conf::NetConf& c, conf::Purpose purpose);
+
+// The kinds (kinds.cc holds the table). Each reads its own keys from c.raw.
+std::unique_ptr<Attachment> make_veth(conf::NetConf& c, conf::Purpose purpose);
+std::unique_ptr<Attachment> make_macvlan(conf::NetConf& c, conf::Purpose purpose);
+std::unique_ptr<Attachment> make_sriov(conf::NetConf& c, conf::Purpose purpose);
+std::unique_ptr<Attachment> make_delegate(conf::NetConf& c, conf::Purpose purpose);
+
+/// A network as the plugin reads it: the config (conf::parse with the protocol's versions
+/// and result reader) and its attachment kind with the kind's keys read.
+struct Network {
+    conf::NetConf conf;
+    std::unique_ptr<Attachment> kind;
+};
+Network read_network(const std::string& text, const conf::ArgsView& args, conf::Purpose purpose = conf::Purpose::Setup);
+/// The same, for callers that only need the config validated as ADD would validate it.
+conf::NetConf parse_config(const std::string& text, const conf::ArgsView& args,
+                           conf::Purpose purpose = conf::Purpose::Setup);
+
+/// For a kind's make_X: its keys read by `read`, or for Teardown, when they cannot be read
+/// (code 7), the defaults with the error kept in c.ignored.
+template <class Keys, class Read>
+Keys read_keys(conf::NetConf& c, conf::Purpose purpose, Read read) {
+    if (purpose != conf::Purpose::Teardown) return read();
+    try {
+        return read();
+    } catch (const Error& e) {
+        if (e.code != kInvalidConfig) throw;
+        c.ignored.push_back(e.what());
+        return Keys{};
+    }
+}
 
 }  // namespace cni

@@ -11,6 +11,8 @@
 #include "base/failpoint.h"
 #include "cni/attach/ifconfig.h"
 #include "cni/attach/shaping.h"
+#include "cni/pod_netns.h"
+#include "conf/fields.h"
 #include "netns/netlink.h"
 #include "netns/sysctl.h"
 
@@ -36,34 +38,46 @@ std::optional<std::string> default_route_interface(nl::Socket& s) {
 
 namespace {
 
+/// The keys of attachment macvlan, with the reference plugin's names and defaults.
+struct MacvlanKeys {
+    std::optional<std::string> master;    ///< master: default the interface of the node's default route
+    std::string mode = "bridge";          ///< mode: bridge, private, vepa, passthru
+    bool link_in_container = false;       ///< linkInContainer: look the master up inside the pod netns
+};
+
+MacvlanKeys read_macvlan_keys(const conf::NetConf& c) {
+    MacvlanKeys k;
+    k.master = conf::opt_string(c.raw, "master", "");
+    auto mode = conf::opt_string(c.raw, "mode", "");
+    k.link_in_container = conf::opt_bool(c.raw, "linkInContainer", "").value_or(false);
+    if (k.master)
+        if (auto why = base::ifname_problem(*k.master); !why.empty()) conf::bad("master", "'" + *k.master + "' " + why);
+    if (mode && !mode->empty()) {
+        if (*mode != "bridge" && *mode != "private" && *mode != "vepa" && *mode != "passthru")
+            conf::bad("mode", "'" + *mode + "' is not one of bridge, private, vepa, passthru");
+        k.mode = *mode;
+    }
+    // What the pod sends is shaped by a tbf on the macvlan in the pod.
+    if (c.bandwidth) conf::require_tbf_rate(*c.bandwidth, c.bandwidth->egress, "egressRate");
+    return k;
+}
+
 class Macvlan : public Attachment {
 public:
+    explicit Macvlan(MacvlanKeys keys) : keys_(std::move(keys)) {}
+
     void preflight(Context& ctx) override {
-        const auto& c = ctx.conf;
-        auto lookup = [&] {
-            nl::Socket s;
-            std::string name;
-            if (c.master) name = *c.master;
-            else if (auto d = default_route_interface(s)) name = *d;
-            else throw Error(kInvalidConfig, "master: not set and the node has no default route to take it from");
-            auto l = s.get_link(name);
-            if (!l) throw Error(kInvalidConfig, "master: interface '" + name + "' not found" +
-                                                     (c.link_in_container ? " in the pod netns" : " on the node"));
-            return *l;
-        };
-        master_ = c.link_in_container ? netns::with(*ctx.pod, lookup) : lookup();
-        if (c.mtu && *c.mtu > master_.mtu)
-            throw Error(kInvalidConfig, "mtu: " + std::to_string(*c.mtu) + " exceeds the MTU " +
-                                            std::to_string(master_.mtu) + " of master '" + master_.name + "'");
+        require_ifname_free(*ctx.pod, ctx.env.ifname);
+        find_master(ctx);
     }
 
-    void add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
+    std::optional<int> add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
         const auto& c = ctx.conf;
         const std::string& ifname = ctx.env.ifname;
         std::string tmp = temp_name(ctx.env.container_id, ifname);
-        nl::MacvlanSpec spec{.name = tmp, .master_index = master_.index, .mode = macvlan_mode_value(c.macvlan_mode),
+        nl::MacvlanSpec spec{.name = tmp, .master_index = master_.index, .mode = macvlan_mode_value(keys_.mode),
                              .mtu = c.mtu, .mac = c.mac, .netns_fd = ctx.pod->fd()};
-        if (c.link_in_container) {
+        if (keys_.link_in_container) {
             spec.netns_fd = -1;
             netns::with(*ctx.pod, [&] { nl::Socket s; s.create_macvlan(spec); });
         } else {
@@ -95,15 +109,13 @@ public:
         shape_in_pod(ctx, true, undo);
         base::failpoint("after-shaping");
         result.interfaces.push_back({.name = link.name, .mac = link.mac, .mtu = link.mtu, .sandbox = ctx.env.netns});
-        result.ips = ipam.ips;
-        for (auto& ip : result.ips) ip.interface = 0;
-        result.routes = ipam.routes;
-        result.dns = ipam.dns;
+        return static_cast<int>(result.interfaces.size()) - 1;
     }
 
     void del(Context& ctx) override {
-        if (!ctx.pod) return;   // the netns took the macvlan with it
-        remove_from(*ctx.pod, ctx.env.container_id, ctx.env.ifname);
+        // Without the netns, it took the macvlan with it.
+        if (ctx.pod) remove_from(*ctx.pod, ctx.env.container_id, ctx.env.ifname);
+        unshape(ctx, true);
     }
 
     void gc(Context& ctx) override {
@@ -115,18 +127,20 @@ public:
                 auto pod = netns::Handle::open(r.netns);
                 remove_from(pod, r.container_id, r.ifname);
             } catch (...) {}
+            // A pod netns that outlived its attachment keeps the ifb that shaped it in there.
+            try { unshape_pod(r.netns, r.container_id, r.ifname); } catch (const Error&) {}
         }
     }
 
     void check(Context& ctx, const Result& prev) override {
         const auto& c = ctx.conf;
-        preflight(ctx);   // the master must still exist and fit the MTU
+        find_master(ctx);   // the master must still exist and fit the MTU
         const Interface& want = expected_pod_interface(ctx, prev);
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
             const nl::Link l = pod_link(s, ctx.env.ifname, "macvlan");
-            if (l.macvlan_mode != macvlan_mode_value(c.macvlan_mode))
-                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not in macvlan mode " + c.macvlan_mode);
+            if (l.macvlan_mode != macvlan_mode_value(keys_.mode))
+                throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not in macvlan mode " + keys_.mode);
             if (l.link != master_.index)
                 throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is not on master '" + master_.name + "'");
             if (!want.mac.empty() && l.mac != want.mac)
@@ -134,9 +148,30 @@ public:
                                               ", prevResult says " + want.mac);
             if (!prev.ips.empty()) check_pod_ips(s, l.index, ctx.env.ifname, prev, Routing::Subnet);
         });
+        check_pod_shaping(ctx, true);
     }
 
 private:
+    /// The master, by name or the node's default route, on the node or in the pod; the MTU must fit.
+    void find_master(Context& ctx) {
+        const auto& c = ctx.conf;
+        auto lookup = [&] {
+            nl::Socket s;
+            std::string name;
+            if (keys_.master) name = *keys_.master;
+            else if (auto d = default_route_interface(s)) name = *d;
+            else throw Error(kInvalidConfig, "master: not set and the node has no default route to take it from");
+            auto l = s.get_link(name);
+            if (!l) throw Error(kInvalidConfig, "master: interface '" + name + "' not found" +
+                                                     (keys_.link_in_container ? " in the pod netns" : " on the node"));
+            return *l;
+        };
+        master_ = keys_.link_in_container ? netns::with(*ctx.pod, lookup) : lookup();
+        if (c.mtu && *c.mtu > master_.mtu)
+            throw Error(kInvalidConfig, "mtu: " + std::to_string(*c.mtu) + " exceeds the MTU " +
+                                            std::to_string(master_.mtu) + " of master '" + master_.name + "'");
+    }
+
     /// Removes the macvlan under its final name, or under its temporary name when ADD
     /// died between creating and renaming it.
     static void remove_from(const netns::Handle& pod, const std::string& cid, const std::string& ifname) {
@@ -156,11 +191,14 @@ private:
         return buf;
     }
 
+    MacvlanKeys keys_;
     nl::Link master_;
 };
 
 }  // namespace
 
-std::unique_ptr<Attachment> make_macvlan() { return std::make_unique<Macvlan>(); }
+std::unique_ptr<Attachment> make_macvlan(conf::NetConf& c, conf::Purpose purpose) {
+    return std::make_unique<Macvlan>(read_keys<MacvlanKeys>(c, purpose, [&] { return read_macvlan_keys(c); }));
+}
 
 }  // namespace cni

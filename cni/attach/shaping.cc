@@ -76,23 +76,25 @@ void check_redirect(const netns::tc::State& st, const std::string& dev, const st
 
 }  // namespace
 
-void check_shaping(const Context& ctx) {
+void check_host_end_shaping(const Context& ctx, const std::string& host_end) {
+    const auto& c = ctx.conf;
+    if (!c.bandwidth) return;
+    auto st = netns::tc::read_state(host_end);
+    check_tbf(st, host_end, c.bandwidth->ingress, "ingress");
+    check_redirect(st, host_end, ifb_link_name(ctx.env.container_id, ctx.env.ifname), c.bandwidth->egress, "egress");
+}
+
+void check_pod_shaping(const Context& ctx, bool egress) {
     const auto& c = ctx.conf;
     if (!c.bandwidth) return;
     const auto& bw = *c.bandwidth;
+    // Without egress (a VF's is the PF's), only ingress is shaped in the pod; a DPDK VF,
+    // which can have nothing else, has no netdev to look at.
+    if (!egress && !bw.ingress) return;
     std::string ifb = ifb_link_name(ctx.env.container_id, ctx.env.ifname);
-    if (c.attachment == conf::Attachment::Veth) {
-        std::string host_end = host_link_name(ctx.env.container_id, ctx.env.ifname);
-        auto st = netns::tc::read_state(host_end);
-        check_tbf(st, host_end, bw.ingress, "ingress");
-        check_redirect(st, host_end, ifb, bw.egress, "egress");
-        return;
-    }
-    // A VF's egress is the PF's (a DPDK VF, which can have nothing else, has no netdev to look at).
-    if (c.attachment == conf::Attachment::Sriov && !bw.ingress) return;
     netns::with(*ctx.pod, [&] {
         auto st = netns::tc::read_state(ctx.env.ifname);
-        if (c.attachment != conf::Attachment::Sriov) check_tbf(st, ctx.env.ifname, bw.egress, "egress");
+        if (egress) check_tbf(st, ctx.env.ifname, bw.egress, "egress");
         check_redirect(st, ctx.env.ifname, ifb, bw.ingress, "ingress");
     });
 }

@@ -5,7 +5,7 @@
 //   redirected from the host end's ingress to an ifb on the node and limited there.
 // - macvlan and an SR-IOV VF netdev have no host end: in the pod, on CNI_IFNAME (a tbf for
 //   what it sends, an ifb in the pod for what it receives). A VF's egress is limited by the
-//   PF instead (max_tx_rate, cni/sriov.cc), in hardware.
+//   PF instead (max_tx_rate, cni/attach/sriov.cc), in hardware.
 #pragma once
 #include <string>
 
@@ -20,9 +20,11 @@ void shape_host_end(Context& ctx, const std::string& host_end, base::Rollback& u
 /// alone (the PF limits it). The pod's ifb is undone by `undo`.
 void shape_in_pod(Context& ctx, bool egress, base::Rollback& undo);
 /// CHECK: the qdiscs, filter and ifb that shape the attachment are there with the rates
-/// of its bandwidth request (code 103 naming the difference). A VF's egress is the PF's
-/// max_tx_rate, which the SR-IOV check does not read back.
-void check_shaping(const Context& ctx);
+/// of its bandwidth request (code 103 naming the difference): on the host end of a veth,
+/// or in the pod (`egress` false: a VF's egress is the PF's max_tx_rate, which the SR-IOV
+/// check does not read back).
+void check_host_end_shaping(const Context& ctx, const std::string& host_end);
+void check_pod_shaping(const Context& ctx, bool egress);
 /// GC: removes the ifb of an attachment from a pod netns that still exists.
 void unshape_pod(const std::string& netns_path, const std::string& container_id, const std::string& ifname);
 /// DEL: removes the attachment's ifb from the node and, with `in_pod` and the pod netns

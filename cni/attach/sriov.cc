@@ -24,7 +24,11 @@
 #include <map>
 #include <thread>
 
-#include "cni/attach/attachment.h"
+#include "cni/attach/sriov.h"
+
+#include <climits>
+
+#include "conf/fields.h"
 #include "cni/error.h"
 #include "base/failpoint.h"
 #include "cni/attach/ifconfig.h"
@@ -60,14 +64,112 @@ std::string lower(std::string s) {
     return s;
 }
 
+}  // namespace
+
+// ---- the keys ----
+
+using json = nlohmann::json;
+using conf::bad;
+using conf::member;
+using conf::member_ci;
+using conf::opt_int;
+using conf::opt_object;
+using conf::opt_string;
+
+
+namespace {
+
+/// The VF's PCI address from the first key that has one. It becomes part of sysfs and
+/// state paths, so anything but the strict PCI form (a `../` say) is refused here.
+std::optional<std::string> parse_device_id(const json& raw) {
+    std::optional<std::string> id;
+    std::string path;
+    if ((id = opt_string(raw, "deviceID", ""))) path = "deviceID";
+    else if ((id = opt_string(raw, "pciBusID", ""))) path = "pciBusID";
+    else if (auto* rc = opt_object(raw, "runtimeConfig", "")) {
+        if (auto* v = member_ci(*rc, "deviceID")) {
+            path = "runtimeConfig.deviceID";
+            if (!v->is_string()) bad(path, "expected a string, got " + std::string(v->type_name()));
+            id = v->get<std::string>();
+        }
+    }
+    if (!id) return std::nullopt;
+    if (!netns::sysfs::is_pci_address(*id))
+        bad(path, "'" + *id + "' is not a PCI address (dddd:bb:dd.f, e.g. 0000:af:06.0)");
+    return lower(*id);
+}
+
+/// spoofchk and trust: "on" / "off"; "" means unset, as in sriov-cni.
+std::optional<bool> on_off(const json& raw, const std::string& key) {
+    auto s = opt_string(raw, key, "");
+    if (!s || s->empty()) return std::nullopt;
+    if (*s == "on") return true;
+    if (*s == "off") return false;
+    bad(key, "'" + *s + "' is not one of on, off");
+}
+
+std::optional<int> opt_small(const json& raw, const std::string& key, long long lo, long long hi) {
+    if (auto v = opt_int(raw, key, "", lo, hi)) return static_cast<int>(*v);
+    return std::nullopt;
+}
+
+}  // namespace
+
+SriovConf read_sriov_keys(const conf::NetConf& c) {
+    const json& raw = c.raw;
+    SriovConf s;
+    s.device_id = parse_device_id(raw).value_or("");
+    s.vlan = opt_small(raw, "vlan", 0, 4094);
+    s.vlan_qos = opt_small(raw, "vlanQoS", 0, 7);
+    if (auto p = opt_string(raw, "vlanProto", "")) {
+        s.vlan_proto = lower(*p);
+        if (*s.vlan_proto != "802.1q" && *s.vlan_proto != "802.1ad")
+            bad("vlanProto", "'" + *p + "' is not one of 802.1q, 802.1ad");
+    }
+    if (!s.vlan) {
+        if (s.vlan_qos) bad("vlanQoS", "needs vlan");
+        if (s.vlan_proto) bad("vlanProto", "needs vlan");
+    } else if (*s.vlan == 0) {
+        // Untagged traffic has no priority field and no S-tag.
+        if (s.vlan_qos.value_or(0) != 0) bad("vlanQoS", "needs a non-zero vlan");
+        if (s.vlan_proto == "802.1ad") bad("vlanProto", "802.1ad needs a non-zero vlan");
+    }
+    s.spoofchk = on_off(raw, "spoofchk");
+    s.trust = on_off(raw, "trust");
+    if (auto l = opt_string(raw, "link_state", ""); l && !l->empty()) {
+        if (*l != "auto" && *l != "enable" && *l != "disable")
+            bad("link_state", "'" + *l + "' is not one of auto, enable, disable");
+        s.link_state = *l;
+    }
+    s.min_tx_rate = opt_small(raw, "min_tx_rate", 0, INT_MAX);
+    s.max_tx_rate = opt_small(raw, "max_tx_rate", 0, INT_MAX);
+    if (s.min_tx_rate && s.max_tx_rate && *s.max_tx_rate != 0 && *s.min_tx_rate > *s.max_tx_rate)
+        bad("min_tx_rate", std::to_string(*s.min_tx_rate) + " exceeds max_tx_rate " + std::to_string(*s.max_tx_rate));
+    if (auto* rc = opt_object(raw, "runtimeConfig", "")) {
+        if (auto* f = member_ci(*rc, "CNIDeviceInfoFile")) {
+            const std::string path = "runtimeConfig.CNIDeviceInfoFile";
+            if (!f->is_string()) bad(path, "expected a string, got " + std::string(f->type_name()));
+            auto file = f->get<std::string>();
+            if (file.empty() || file[0] != '/' || file.back() == '/') bad(path, "'" + file + "' must be an absolute file path");
+            s.device_info_file = file;
+        }
+    }
+    // One VF rate limit, set through the PF: two keys for it would contradict each other.
+    if (c.bandwidth && c.bandwidth->egress && s.max_tx_rate)
+        bad(c.bandwidth->source + ".egressRate", "and max_tx_rate both limit the VF's transmit rate; set one");
+    return s;
+}
+
+
+namespace {
+
 state::Owner owner_of(const Context& ctx) {
     return {ctx.conf.name, ctx.env.container_id, ctx.env.ifname, ctx.env.netns};
 }
 
 /// The PF-side settings a config asks for. Rates go together in one request, so an
 /// unset one keeps its current value.
-vf::VfConfig wanted_settings(const conf::NetConf& c, const vf::VfConfig& current) {
-    const auto& s = *c.sriov;
+vf::VfConfig wanted_settings(const conf::NetConf& c, const SriovConf& s, const vf::VfConfig& current) {
     vf::VfConfig w;
     if (s.vlan) {
         w.vlan = *s.vlan;
@@ -163,7 +265,7 @@ private:
 
 class Sriov : public Attachment {
 public:
-    explicit Sriov(std::unique_ptr<vf::PfControl> pf) : pf_(std::move(pf)) {}
+    Sriov(SriovConf keys, std::unique_ptr<vf::PfControl> pf) : keys_(std::move(keys)), pf_(std::move(pf)) {}
 
     // Everything that can refuse the VF without a change: it exists, is a VF of a PF with
     // a netdev, is free (or held by an attachment whose netns is gone, which ADD takes
@@ -171,10 +273,11 @@ public:
     // that matter under the VF's lock.
     void preflight(Context& ctx) override {
         const auto& c = ctx.conf;
-        if (c.sriov->device_id.empty())
+        require_ifname_free(*ctx.pod, ctx.env.ifname);
+        if (keys_.device_id.empty())
             fail_config("deviceID: missing: set deviceID (Multus injects it from the network's "
                         "k8s.v1.cni.cncf.io/resourceName), pciBusID or runtimeConfig.deviceID");
-        const std::string pci = c.sriov->device_id;
+        const std::string pci = keys_.device_id;
         netns::sysfs::Tree tree(c.sysfs_root);
         state::VfStore store(c.state_dir);
         locate(tree, pci);
@@ -189,9 +292,9 @@ public:
         }
     }
 
-    void add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
+    std::optional<int> add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
         const auto& c = ctx.conf;
-        const std::string pci = c.sriov->device_id;
+        const std::string pci = keys_.device_id;
         netns::sysfs::Tree tree(c.sysfs_root);
         state::VfStore store(c.state_dir);
 
@@ -201,10 +304,10 @@ public:
         inspect(tree, rec);
         if (rec.dpdk) refuse_ingress_shaping(c, pci);
         rec.owner = owner_of(ctx);
-        rec.applied = wanted_settings(c, rec.original);
+        rec.applied = wanted_settings(c, keys_, rec.original);
         // Multus may have copied the device plugin's file already: then it stays theirs.
-        if (c.sriov->device_info_file && !file_exists(*c.sriov->device_info_file)) {
-            rec.device_info_file = c.sriov->device_info_file;
+        if (keys_.device_info_file && !file_exists(*keys_.device_info_file)) {
+            rec.device_info_file = keys_.device_info_file;
             // Known before the record is written, so DEL can take them away again.
             auto slash = rec.device_info_file->rfind('/');
             rec.device_info_dirs = state::missing_dirs(rec.device_info_file->substr(0, slash ? slash : 1));
@@ -239,19 +342,13 @@ public:
             // Nothing to put in the pod: addresses are allocated (the application may use
             // them) but configured nowhere, and name no interface.
             base::log::info("VF " + pci + " is bound to a userspace driver: PF side configured, no netdev to move");
-            result.ips = ipam.ips;
-            result.routes = ipam.routes;
-            result.dns = ipam.dns;
-            return;
+            return std::nullopt;
         }
         nl::Link link = move_into_pod(ctx, rec, tree, ipam, undo);
         shape_in_pod(ctx, false, undo);   // what the pod receives; the PF limits what it sends
         result.interfaces.push_back({.name = link.name, .mac = link.mac, .mtu = link.mtu, .sandbox = ctx.env.netns,
                                      .pci_id = pci});
-        result.ips = ipam.ips;
-        for (auto& ip : result.ips) ip.interface = 0;
-        result.routes = ipam.routes;
-        result.dns = ipam.dns;
+        return static_cast<int>(result.interfaces.size()) - 1;
     }
 
     void del(Context& ctx) override {
@@ -272,6 +369,7 @@ public:
             if (!ctx.pod) recorded = open_pod_netns_if_present(rec->owner.netns, ctx.host);
             restore(*rec, ctx.host, ctx.pod ? ctx.pod : recorded ? &*recorded : nullptr, tree, store);
         }
+        unshape(ctx, true);
     }
 
     void check(Context& ctx, const Result& prev) override {
@@ -282,8 +380,8 @@ public:
         for (auto& r : store.list())
             if (r.owner.same_attachment(me)) rec = r;
         if (!rec) throw Error(kCheckFailed, "no SR-IOV state record names " + me.str() + " under '" + store.dir() + "'");
-        if (!c.sriov->device_id.empty() && c.sriov->device_id != rec->pci)
-            throw Error(kCheckFailed, "deviceID is " + c.sriov->device_id + " but the attachment holds VF " + rec->pci);
+        if (!keys_.device_id.empty() && keys_.device_id != rec->pci)
+            throw Error(kCheckFailed, "deviceID is " + keys_.device_id + " but the attachment holds VF " + rec->pci);
         check_pf_settings(*rec);
         if (rec->dpdk) return;
 
@@ -299,6 +397,7 @@ public:
             if (!(l.flags & IFF_UP)) throw Error(kCheckFailed, "interface '" + ctx.env.ifname + "' is down");
             if (!prev.ips.empty()) check_pod_ips(s, l.index, ctx.env.ifname, prev, Routing::Subnet);
         });
+        check_pod_shaping(ctx, false);
     }
 
     void gc(Context& ctx) override {
@@ -325,6 +424,11 @@ public:
                 restore(*rec, ctx.host, pod ? &*pod : nullptr, tree, store);
             });
         }
+        // A pod netns that outlived its attachment keeps the ifb that shaped it in there.
+        if (ctx.stale)
+            for (auto& r : *ctx.stale)
+                if (netns_exists(r.netns))
+                    try { unshape_pod(r.netns, r.container_id, r.ifname); } catch (const Error&) {}
         failures.raise("failed to release SR-IOV VFs");
     }
 
@@ -565,14 +669,20 @@ private:
         }
     }
 
+    SriovConf keys_;
     std::unique_ptr<vf::PfControl> pf_;
     std::map<std::string, state::Lock> locks_;   ///< by VF, held until the plugin exits
 };
 
 }  // namespace
 
-std::unique_ptr<Attachment> make_sriov(std::unique_ptr<vf::PfControl> pf) { return std::make_unique<Sriov>(std::move(pf)); }
+std::unique_ptr<Attachment> make_sriov(conf::NetConf& c, conf::Purpose purpose, std::unique_ptr<vf::PfControl> pf) {
+    // DEL and GC find the VF from its state record: they need no deviceID.
+    return std::make_unique<Sriov>(read_keys<SriovConf>(c, purpose, [&] { return read_sriov_keys(c); }), std::move(pf));
+}
 
-std::unique_ptr<Attachment> make_sriov() { return make_sriov(vf::netlink_pf()); }
+std::unique_ptr<Attachment> make_sriov(conf::NetConf& c, conf::Purpose purpose) {
+    return make_sriov(c, purpose, vf::netlink_pf());
+}
 
 }  // namespace cni

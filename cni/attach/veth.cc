@@ -11,6 +11,8 @@
 #include "cni/attach/host_name.h"
 #include "cni/attach/ifconfig.h"
 #include "cni/attach/shaping.h"
+#include "cni/pod_netns.h"
+#include "conf/fields.h"
 #include "netns/netlink.h"
 #include "netns/sysctl.h"
 
@@ -24,16 +26,40 @@ Interface describe(const nl::Link& l, const std::string& sandbox) {
     return Interface{.name = l.name, .mac = l.mac, .mtu = l.mtu, .sandbox = sandbox};
 }
 
+/// The keys of attachment veth.
+struct VethKeys {
+    std::optional<std::string> bridge;    ///< bridge: enslave the host end to this bridge
+    bool is_gateway = false;              ///< isGateway: gateway addresses on the bridge
+};
+
+VethKeys read_veth_keys(const conf::NetConf& c, conf::Purpose purpose) {
+    VethKeys k;
+    k.bridge = conf::opt_string(c.raw, "bridge", "");
+    if (k.bridge)
+        if (auto why = base::ifname_problem(*k.bridge); !why.empty()) conf::bad("bridge", "'" + *k.bridge + "' " + why);
+    k.is_gateway = conf::opt_bool(c.raw, "isGateway", "").value_or(false);
+    if (k.is_gateway && !k.bridge) conf::bad("isGateway", "needs \"bridge\"");
+    // What the pod sends is shaped by a tbf on the node's ifb.
+    if (c.bandwidth) conf::require_tbf_rate(*c.bandwidth, c.bandwidth->egress, "egressRate");
+    if (purpose == conf::Purpose::Setup && !k.bridge && c.ipam_type.empty())
+        conf::bad("ipam", "a point-to-point veth needs ipam (or set \"bridge\" for an L2-only port)");
+    return k;
+}
+
 class Veth : public Attachment {
 public:
-    void add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
+    explicit Veth(VethKeys keys) : keys_(std::move(keys)) {}
+
+    void preflight(Context& ctx) override { require_ifname_free(*ctx.pod, ctx.env.ifname); }
+
+    std::optional<int> add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
         const auto& c = ctx.conf;
         std::string host_name = host_link_name(ctx.env.container_id, ctx.env.ifname);
-        Routing mode = c.bridge ? Routing::Subnet : Routing::PointToPoint;
+        Routing mode = keys_.bridge ? Routing::Subnet : Routing::PointToPoint;
 
         // The bridge first: it outlives this attachment, so it is not undone unless we made it.
         std::optional<nl::Link> bridge;
-        if (c.bridge) bridge = ensure_bridge(ctx, ipam, undo);
+        if (keys_.bridge) bridge = ensure_bridge(ctx, ipam, undo);
 
         nl::Link pod_link;
         netns::with(*ctx.pod, [&] {
@@ -65,36 +91,19 @@ public:
         if (bridge) result.interfaces.push_back(describe(*h.get_link(bridge->index), ""));
         result.interfaces.push_back(describe(*host, ""));
         result.interfaces.push_back(describe(pod_link, ctx.env.netns));
-        int pod_index = static_cast<int>(result.interfaces.size()) - 1;
-        result.ips = ipam.ips;
-        for (auto& ip : result.ips) ip.interface = pod_index;
-        result.routes = ipam.routes;
-        result.dns = ipam.dns;
+        return static_cast<int>(result.interfaces.size()) - 1;
     }
 
     void del(Context& ctx) override {
-        std::string host_name = host_link_name(ctx.env.container_id, ctx.env.ifname);
-        nl::Socket h;
-        if (auto l = h.get_link(host_name); l && l->kind == "veth") {
-            h.del_link(l->index);
-            return;
-        }
-        // The host end is gone or was renamed; remove the pod end if it is still there and
-        // this attachment's record says ADD made it (CNI_IFNAME in a netns may as well be
-        // another attachment's, e.g. after an ADD refused because the name was taken).
-        if (ctx.pod && read_record(ctx.conf.state_dir, ctx.conf.name, ctx.env.container_id, ctx.env.ifname)) {
-            netns::with(*ctx.pod, [&] {
-                nl::Socket s;
-                if (auto l = s.get_link(ctx.env.ifname); l && l->kind == "veth") s.del_link(l->index);
-            });
-        }
+        remove_pair(ctx);
+        unshape(ctx, false);   // the node's ifb; the host end's qdiscs go with the veth
     }
 
     void check(Context& ctx, const Result& prev) override {
         const auto& c = ctx.conf;
         std::string host_name = host_link_name(ctx.env.container_id, ctx.env.ifname);
         const Interface& want = expected_pod_interface(ctx, prev);
-        Routing mode = c.bridge ? Routing::Subnet : Routing::PointToPoint;
+        Routing mode = keys_.bridge ? Routing::Subnet : Routing::PointToPoint;
         int pod_index = 0;
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
@@ -112,20 +121,22 @@ public:
             throw Error(kCheckFailed, "host end '" + host_name + "' of '" + ctx.env.ifname + "' is missing");
         if (host->link != pod_index)
             throw Error(kCheckFailed, "host end '" + host_name + "' is not the peer of '" + ctx.env.ifname + "'");
-        if (c.bridge) {
-            auto br = h.get_link(*c.bridge);
-            if (!br || br->kind != "bridge") throw Error(kCheckFailed, "bridge '" + *c.bridge + "' is missing");
+        if (keys_.bridge) {
+            auto br = h.get_link(*keys_.bridge);
+            if (!br || br->kind != "bridge") throw Error(kCheckFailed, "bridge '" + *keys_.bridge + "' is missing");
             if (host->master != br->index)
-                throw Error(kCheckFailed, "host end '" + host_name + "' is not a port of bridge '" + *c.bridge + "'");
-            return;
+                throw Error(kCheckFailed, "host end '" + host_name + "' is not a port of bridge '" + *keys_.bridge + "'");
+        } else {
+            for (auto& ip : prev.ips) {
+                auto routes = h.list_routes(ip.address.addr.family, host->index);
+                bool found = false;
+                for (auto& r : routes) found = found || r.dst == base::host_prefix(ip.address.addr);
+                if (!found)
+                    throw Error(kCheckFailed, "host route to " + ip.address.addr.str() + " via '" + host_name +
+                                                  "' is missing");
+            }
         }
-        for (auto& ip : prev.ips) {
-            auto routes = h.list_routes(ip.address.addr.family, host->index);
-            bool found = false;
-            for (auto& r : routes) found = found || r.dst == base::host_prefix(ip.address.addr);
-            if (!found)
-                throw Error(kCheckFailed, "host route to " + ip.address.addr.str() + " via '" + host_name + "' is missing");
-        }
+        check_host_end_shaping(ctx, host_name);
     }
 
     void gc(Context& ctx) override {
@@ -134,13 +145,31 @@ public:
     }
 
 private:
+    static void remove_pair(Context& ctx) {
+        std::string host_name = host_link_name(ctx.env.container_id, ctx.env.ifname);
+        nl::Socket h;
+        if (auto l = h.get_link(host_name); l && l->kind == "veth") {
+            h.del_link(l->index);
+            return;
+        }
+        // The host end is gone or was renamed; remove the pod end if it is still there and
+        // this attachment's record says ADD made it (CNI_IFNAME in a netns may as well be
+        // another attachment's, e.g. after an ADD refused because the name was taken).
+        if (ctx.pod && read_record(ctx.conf.state_dir, ctx.conf.name, ctx.env.container_id, ctx.env.ifname)) {
+            netns::with(*ctx.pod, [&] {
+                nl::Socket s;
+                if (auto l = s.get_link(ctx.env.ifname); l && l->kind == "veth") s.del_link(l->index);
+            });
+        }
+    }
+
     nl::Link ensure_bridge(Context& ctx, const Result& ipam, base::Rollback& undo) {
         nl::Socket h;
         // The usual case, a bridge that an earlier ADD made, costs one lookup; anything
         // else (missing, or a non-bridge under that name) goes through ensure_bridge.
-        auto found = h.get_link(*ctx.conf.bridge);
+        auto found = h.get_link(*keys_.bridge);
         bool existed = found.has_value();
-        auto br = found && found->kind == "bridge" ? *found : h.ensure_bridge(*ctx.conf.bridge, ctx.conf.mtu);
+        auto br = found && found->kind == "bridge" ? *found : h.ensure_bridge(*keys_.bridge, ctx.conf.mtu);
         if (!existed) {
             std::string name = br.name;
             undo.add("bridge " + name, [name] {
@@ -155,7 +184,7 @@ private:
             netns::sysctl::ensure("net/ipv6/conf/" + name + "/accept_ra", "0");
         }
         if (!(br.flags & IFF_UP)) h.set_up(br.index);
-        if (ctx.conf.is_gateway) {
+        if (keys_.is_gateway) {
             // Gateway addresses live on the bridge with the subnet's prefix; they stay
             // with the bridge (shared by every pod on it), like the reference bridge plugin.
             for (auto& ip : ipam.ips)
@@ -181,10 +210,14 @@ private:
             else netns::sysctl::ensure("net/ipv6/conf/all/forwarding", "1");
         }
     }
+
+    VethKeys keys_;
 };
 
 }  // namespace
 
-std::unique_ptr<Attachment> make_veth() { return std::make_unique<Veth>(); }
+std::unique_ptr<Attachment> make_veth(conf::NetConf& c, conf::Purpose purpose) {
+    return std::make_unique<Veth>(read_keys<VethKeys>(c, purpose, [&] { return read_veth_keys(c, purpose); }));
+}
 
 }  // namespace cni

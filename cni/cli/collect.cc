@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "cni/attach/attachment.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
 #include "cni/records.h"
@@ -122,10 +123,10 @@ int collect(const CollectOptions& o) {
                 continue;
             }
             try {
-                auto c = conf::parse(r.config.dump(), {}, conf::Purpose::Teardown);
+                auto net = read_network(r.config.dump(), {}, conf::Purpose::Teardown);
                 // The record lives under this stateDir, whatever the config said.
-                c.state_dir = o.state_dir;
-                cmd_del(del_env(r, o), c);
+                net.conf.state_dir = o.state_dir;
+                cmd_del(del_env(r, o), net.conf, *net.kind);
                 std::printf("deleted %s (netns %s is gone)\n", who.c_str(), r.netns.c_str());
                 ++collected;
             } catch (const Error& e) {

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <sstream>
 
+#include "cni/attach/attachment.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
 #include "cni/placement/ledger.h"
@@ -145,7 +146,7 @@ void gather_records(const Options& o, Facts& f, const std::map<std::string, std:
         // The pool as the network's newest attachment configured it.
         if (!latest || !latest->config.is_object()) continue;
         try {
-            auto c = conf::parse(latest->config.dump(), {});
+            auto c = parse_config(latest->config.dump(), {});
             auto pool = host_local_pool(c);
             if (!pool) continue;
             for (auto& u : ipam::pool_usage(*pool, c.name))

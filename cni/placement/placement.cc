@@ -176,8 +176,8 @@ Device resolve_device(const conf::NetConf& c) {
     std::optional<std::string> pci, master;
     bool lower_kind = false, in_pod = false;
     std::string what;
-    if (c.delegate) {
-        const json& dj = *c.delegate;
+    if (c.kind == "delegate") {
+        const json& dj = c.raw["delegate"];
         std::string type = dj.value("type", "");
         what = "delegate '" + type + "'";
         pci = device_id(c.raw);   // Multus puts deviceID into the config it passes us
@@ -186,15 +186,15 @@ Device resolve_device(const conf::NetConf& c) {
         lower_kind = type == "macvlan" || type == "ipvlan";
         if (lower_kind) d.link_kind = type;
         in_pod = dj.value("linkInContainer", json(false)) == json(true);
-    } else if (c.attachment == conf::Attachment::Sriov) {
+    } else if (c.kind == "sriov") {
         what = "attachment sriov";
-        if (c.sriov && !c.sriov->device_id.empty()) pci = c.sriov->device_id;
-        else pci = device_id(c.raw);
-    } else if (c.attachment == conf::Attachment::Macvlan) {
+        pci = device_id(c.raw);
+        if (pci) for (auto& ch : *pci) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    } else if (c.kind == "macvlan") {
         what = "attachment macvlan";
-        master = c.master;
+        master = string_at(c.raw, "master");
         lower_kind = true;
-        in_pod = c.link_in_container;
+        in_pod = c.raw.value("linkInContainer", json(false)) == json(true);
     } else {
         d.none_why = "attachment veth has no device";
         return d;
@@ -375,8 +375,8 @@ Verdict check_attachments(const conf::NetConf& c, const Device& d, const PodInfo
 
 /// host-local's config and network for the pool the attachment draws from.
 ipam::Config pool_config(const conf::NetConf& c) {
-    if (!c.delegate) return *c.host_local;
-    json whole = *c.delegate;
+    if (c.kind != "delegate") return *c.host_local;
+    json whole = c.raw["delegate"];
     whole["name"] = c.name;
     if (auto rc = c.raw.find("runtimeConfig"); rc != c.raw.end()) whole["runtimeConfig"] = *rc;
     try {
@@ -631,8 +631,8 @@ void admit_bandwidth(Context& ctx, base::Rollback& undo) {
 }
 
 std::optional<ipam::Config> host_local_pool(const conf::NetConf& c) {
-    if (c.delegate) {
-        auto* ipam = conf::member(*c.delegate, "ipam");
+    if (c.kind == "delegate") {
+        auto* ipam = conf::member(c.raw["delegate"], "ipam");
         if (!ipam || ipam->value("type", json("")) != json("host-local")) return std::nullopt;
     } else if (!c.host_local) {
         return std::nullopt;
@@ -643,7 +643,7 @@ std::optional<ipam::Config> host_local_pool(const conf::NetConf& c) {
 std::string attachment_link(const conf::NetConf& c) {
     try {
         Device d = resolve_device(c);
-        if (d.kind == Device::Kind::None) return c.bridge.value_or("");
+        if (d.kind == Device::Kind::None) return string_at(c.raw, "bridge").value_or("");
         return shared_link(c, d).key;
     } catch (const std::exception&) {
         return "";
@@ -687,7 +687,7 @@ int explain_main(const std::string& config_path, const std::string& pod_uid, con
     std::vector<Verdict> verdicts;
     conf::NetConf c;
     try {
-        c = conf::parse(explain_config_text(config_path), {});
+        c = parse_config(explain_config_text(config_path), {});
         verdicts = evaluate_placement(c, {pod_uid, "", "", nullptr}, {node_labels_file, false, true});
     } catch (const Error& e) {
         std::cerr << "topocni explain: " << e.what() << " (code " << e.code << ")"

@@ -1,5 +1,6 @@
 // Node label files (JSON or NFD features.d lines) and label selectors evaluated on them.
 #include "cni/placement/labels.h"
+#include "cni/attach/attachment.h"
 #include "conf/netconf.h"
 #include "fuzz.h"
 
@@ -9,7 +10,7 @@ TOPOCNI_FUZZ_TARGET({
     std::string conf = R"({"cniVersion":"1.1.0","name":"n","type":"topocni","attachment":"macvlan","kubeconfig":"",)"
                        R"("nodeSelector":)" + input + "}";
     try {
-        auto c = conf::parse(conf, {});
+        auto c = cni::parse_config(conf, {});
         if (c.placement && c.placement->node_selector) (void)cni::matches(*c.placement->node_selector, labels);
     } catch (const cni::Error&) {
     }

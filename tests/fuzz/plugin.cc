@@ -18,10 +18,10 @@
 
 namespace {
 
-cni::Output dry_add(const cni::Env&, const conf::NetConf& c) {
+cni::Output dry_add(const cni::Env&, const conf::NetConf& c, cni::Attachment&) {
     return cni::result_to_json(c.prev_result.value_or(base::Result{}), c.cni_version);
 }
-cni::Output dry_other(const cni::Env&, const conf::NetConf&) { return std::nullopt; }
+cni::Output dry_other(const cni::Env&, const conf::NetConf&, cni::Attachment&) { return std::nullopt; }
 
 const cni::VerbEntry kDryVerbs[] = {
     {cni::Verb::Add, dry_add, "0.1.0"},     {cni::Verb::Del, dry_other, "0.1.0"},

@@ -72,8 +72,8 @@ def uses_1_1_0(conf, where=""):
 
 
 def topocni_default_kubeconfig():
-    """kTopocniKubeconfig from cni/kube.h: where topocni looks when a config has no "kubeconfig"."""
-    with open(os.path.join(ROOT, "cni", "kube.h")) as f:
+    """kTopocniKubeconfig from cni/placement/kube.h: where topocni looks when a config has no "kubeconfig"."""
+    with open(os.path.join(ROOT, "cni", "placement", "kube.h")) as f:
         return re.search(r'kTopocniKubeconfig = "([^"]+)"', f.read()).group(1)
 
 

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "cni/error.h"
+#include "cni/attach/attachment.h"
 #include "cni/placement/ledger.h"
 #include "cni/placement/placement.h"
 #include "conf/netconf.h"
@@ -49,7 +50,7 @@ struct Node {
     }
 };
 
-conf::NetConf parse(const json& c) { return conf::parse(c.dump(), {}); }
+conf::NetConf parse(const json& c) { return cni::parse_config(c.dump(), {}); }
 
 std::string error_of(const json& c) {
     try {

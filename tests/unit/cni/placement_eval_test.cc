@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cni/error.h"
+#include "cni/attach/attachment.h"
 #include "cni/placement/placement.h"
 #include "conf/netconf.h"
 
@@ -72,7 +73,7 @@ struct FakeNode {
 };
 
 std::vector<cni::Verdict> eval(const json& c, const std::string& uid = kUid, cni::EvalOptions opt = {}) {
-    return cni::evaluate_placement(conf::parse(c.dump(), {}), {uid, "c1", "net1", nullptr}, opt);
+    return cni::evaluate_placement(cni::parse_config(c.dump(), {}), {uid, "c1", "net1", nullptr}, opt);
 }
 
 const cni::Verdict& only(const std::vector<cni::Verdict>& v) {

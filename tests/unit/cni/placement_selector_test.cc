@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "cni/error.h"
+#include "cni/attach/attachment.h"
 #include "cni/placement/labels.h"
 #include "conf/netconf.h"
 
@@ -177,7 +178,7 @@ TEST_CASE("config: placement keys are checked and name the key") {
     auto parse = [](json extra) {
         json c = {{"cniVersion", "1.0.0"}, {"name", "n"}, {"type", "topocni"}, {"attachment", "macvlan"}, {"master", "eth0"}};
         c.update(extra);
-        return conf::parse(c.dump(), {});
+        return cni::parse_config(c.dump(), {});
     };
     auto c = parse({{"nodeSelector", {{"zone", "a"}}}, {"topology", {{"numaPolicy", "single-numa-node"}, {"numaNode", 1}}}});
     REQUIRE(c.placement);
@@ -221,37 +222,37 @@ TEST_CASE("config: device constraints on a veth are accepted (unknown topology d
     for (const char* key : {"numaNode", "minLinkSpeedMbps", "maxAttachmentsPerMaster"}) {
         json c = veth;
         c["topology"] = {{key, 1}};
-        CHECK(conf::parse(c.dump(), {}).placement->topology);
+        CHECK(cni::parse_config(c.dump(), {}).placement->topology);
     }
     json numa = veth;
     numa["topology"] = {{"numaPolicy", "single-numa-node"}};
-    CHECK(conf::parse(numa.dump(), {}).placement->topology->numa_policy == conf::NumaPolicy::SingleNumaNode);
+    CHECK(cni::parse_config(numa.dump(), {}).placement->topology->numa_policy == conf::NumaPolicy::SingleNumaNode);
     json ok = veth;
     ok["topology"] = {{"minFreeAddresses", 2}, {"numaPolicy", "none"}};
-    CHECK(conf::parse(ok.dump(), {}).placement->topology->min_free_addresses == 2);
+    CHECK(cni::parse_config(ok.dump(), {}).placement->topology->min_free_addresses == 2);
 
     json meta = {{"cniVersion", "1.0.0"}, {"name", "n"}, {"type", "topocni"},
                  {"delegate", {{"type", "macvlan"}, {"master", "eth0"}}}, {"topology", {{"numaNode", 0}}}};
-    auto c = conf::parse(meta.dump(), {});
-    REQUIRE(c.delegate);
-    CHECK((*c.delegate)["type"] == "macvlan");
+    auto c = cni::parse_config(meta.dump(), {});
+    REQUIRE(c.kind == "delegate");
+    CHECK(c.raw["delegate"]["type"] == "macvlan");
     CHECK(c.placement->topology->numa_node == 0);
 
     json bad = meta;
     bad["delegate"]["type"] = "../bin/sh";
-    CHECK(error_of([&] { conf::parse(bad.dump(), {}); }).find("delegate.type: '../bin/sh' must be a plugin name") != std::string::npos);
+    CHECK(error_of([&] { cni::parse_config(bad.dump(), {}); }).find("delegate.type: '../bin/sh' must be a plugin name") != std::string::npos);
     bad = meta;
     bad["delegate"].erase("type");
-    CHECK(error_of([&] { conf::parse(bad.dump(), {}); }).find("delegate.type: missing") != std::string::npos);
+    CHECK(error_of([&] { cni::parse_config(bad.dump(), {}); }).find("delegate.type: missing") != std::string::npos);
     bad = meta;
     bad["attachment"] = "macvlan";
-    CHECK(error_of([&] { conf::parse(bad.dump(), {}); }).find("delegate: cannot be combined with \"attachment\"") != std::string::npos);
+    CHECK(error_of([&] { cni::parse_config(bad.dump(), {}); }).find("delegate: cannot be combined with \"attachment\"") != std::string::npos);
     bad = meta;
     bad["delegate"] = "macvlan";
-    CHECK(error_of([&] { conf::parse(bad.dump(), {}); }).find("delegate: expected an object") != std::string::npos);
+    CHECK(error_of([&] { cni::parse_config(bad.dump(), {}); }).find("delegate: expected an object") != std::string::npos);
     bad = meta;
     bad["topology"] = {{"minFreeAddresses", 1}};
-    CHECK(error_of([&] { conf::parse(bad.dump(), {}); }).find("needs host-local ipam in delegate.ipam") != std::string::npos);
+    CHECK(error_of([&] { cni::parse_config(bad.dump(), {}); }).find("needs host-local ipam in delegate.ipam") != std::string::npos);
     bad["delegate"]["ipam"] = {{"type", "host-local"}, {"subnet", "10.1.0.0/24"}};
-    CHECK(conf::parse(bad.dump(), {}).placement->topology->min_free_addresses == 1);
+    CHECK(cni::parse_config(bad.dump(), {}).placement->topology->min_free_addresses == 1);
 }

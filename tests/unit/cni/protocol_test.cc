@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "cni/args.h"
+#include "cni/attach/attachment.h"
 #include "cni/env.h"
 #include "cni/error.h"
 #include "cni/result.h"
@@ -55,16 +56,16 @@ TEST_CASE("args: garbage is code 4 and names CNI_ARGS") {
 }
 
 TEST_CASE("env: interface names follow the kernel's rules") {
-    CHECK(cni::ifname_problem("eth0").empty());
-    CHECK(cni::ifname_problem("123456789012345").empty());
-    CHECK_FALSE(cni::ifname_problem("1234567890123456").empty());
-    CHECK_FALSE(cni::ifname_problem("a/b").empty());
-    CHECK_FALSE(cni::ifname_problem("a b").empty());
-    CHECK_FALSE(cni::ifname_problem("..").empty());
-    CHECK_FALSE(cni::ifname_problem("").empty());
-    CHECK(cni::valid_container_id("abc-1.2_3"));
-    CHECK_FALSE(cni::valid_container_id("-abc"));
-    CHECK_FALSE(cni::valid_container_id("a/b"));
+    CHECK(base::ifname_problem("eth0").empty());
+    CHECK(base::ifname_problem("123456789012345").empty());
+    CHECK_FALSE(base::ifname_problem("1234567890123456").empty());
+    CHECK_FALSE(base::ifname_problem("a/b").empty());
+    CHECK_FALSE(base::ifname_problem("a b").empty());
+    CHECK_FALSE(base::ifname_problem("..").empty());
+    CHECK_FALSE(base::ifname_problem("").empty());
+    CHECK(base::valid_container_id("abc-1.2_3"));
+    CHECK_FALSE(base::valid_container_id("-abc"));
+    CHECK_FALSE(base::valid_container_id("a/b"));
 }
 
 TEST_CASE("version: exactly the seven spec versions, compared numerically") {
@@ -159,21 +160,21 @@ TEST_CASE("config: errors name the key by its path") {
     };
     for (auto& c : cases) {
         CAPTURE(c.json);
-        CHECK(code_of([&] { conf::parse(c.json, {}); }) == c.code);
-        CHECK(message_of([&] { conf::parse(c.json, {}); }).find(c.path) != std::string::npos);
+        CHECK(code_of([&] { cni::parse_config(c.json, {}); }) == c.code);
+        CHECK(message_of([&] { cni::parse_config(c.json, {}); }).find(c.path) != std::string::npos);
     }
 }
 
 TEST_CASE("config: MAC precedence is runtimeConfig, then CNI_ARGS, then config") {
     std::string base = R"({"cniVersion":"1.1.0","name":"n","ipam":{"type":"x"},"mac":"02:00:00:00:00:01")";
-    CHECK(*conf::parse(base + "}", {}).mac == "02:00:00:00:00:01");
-    CHECK(*conf::parse(base + "}", {.mac = "02:00:00:00:00:02"}).mac == "02:00:00:00:00:02");
-    CHECK(*conf::parse(base + R"(,"runtimeConfig":{"Mac":"02:00:00:00:00:03"}})", {.mac = "02:00:00:00:00:02"}).mac ==
+    CHECK(*cni::parse_config(base + "}", {}).mac == "02:00:00:00:00:01");
+    CHECK(*cni::parse_config(base + "}", {.mac = "02:00:00:00:00:02"}).mac == "02:00:00:00:00:02");
+    CHECK(*cni::parse_config(base + R"(,"runtimeConfig":{"Mac":"02:00:00:00:00:03"}})", {.mac = "02:00:00:00:00:02"}).mac ==
           "02:00:00:00:00:03");
 }
 
 TEST_CASE("config: requested addresses come from CNI_ARGS, args.cni.ips and runtimeConfig.ips in that order") {
-    auto c = conf::parse(R"({"cniVersion":"1.1.0","name":"n","ipam":{"type":"x"},
+    auto c = cni::parse_config(R"({"cniVersion":"1.1.0","name":"n","ipam":{"type":"x"},
         "args":{"cni":{"ips":["10.0.0.2/24"]}},"runtimeConfig":{"ips":["10.0.0.3"]}})",
                          {.ips = {*base::IpAddr::parse("10.0.0.1")}});
     REQUIRE(c.requested_ips.size() == 3);

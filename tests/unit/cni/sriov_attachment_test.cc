@@ -13,16 +13,12 @@
 #include <map>
 
 #include "../netns/temp_netns.h"
-#include "cni/attach/attachment.h"
+#include "cni/attach/sriov.h"
 #include "cni/error.h"
 #include "cni/attach/state.h"
 #include "netns/netlink.h"
 #include "netns/vf.h"
 
-namespace cni {
-// Defined in cni/sriov.cc: the attachment with its PF control injected.
-std::unique_ptr<Attachment> make_sriov(std::unique_ptr<netns::vf::PfControl> pf);
-}  // namespace cni
 
 namespace fs = std::filesystem;
 namespace vf = netns::vf;
@@ -69,11 +65,23 @@ const vf::VfConfig kFactory{.mac = "00:00:00:00:00:00", .vlan = 0, .qos = 0, .vl
                             .min_tx_rate = 5, .max_tx_rate = 0};
 
 /// A node netns with veths named like the fake tree's PF and VF, a pod netns, temp dirs.
+/// The fake PF as the attachment's PF control; the fixture keeps the fake across attachments.
+struct PfRef : vf::PfControl {
+    explicit PfRef(FakePf* f) : fake(f) {}
+    std::optional<vf::VfConfig> get(const std::string& pf, int n) override { return fake->get(pf, n); }
+    void set(const std::string& pf, int n, vf::Setting s, const vf::VfConfig& c) override { fake->set(pf, n, s, c); }
+    FakePf* fake;
+};
+
 struct Fixture {
     TempNetns node{"tsrn"}, pod{"tsrp"};
     fs::path tmp;
     FakePf* pf = nullptr;
-    std::unique_ptr<cni::Attachment> attachment;
+    std::unique_ptr<FakePf> fake_pf;
+    /// The SR-IOV kind for config `c`, its VF settings made on the fake PF.
+    std::unique_ptr<cni::Attachment> kind(conf::NetConf c) {
+        return cni::make_sriov(c, conf::Purpose::Setup, std::make_unique<PfRef>(pf));
+    }
 
     Fixture() {
         char tmpl[] = "/tmp/topocni-sriov-XXXXXX";
@@ -95,7 +103,7 @@ struct Fixture {
         auto fake = std::make_unique<FakePf>();
         fake->vfs[0] = kFactory;
         pf = fake.get();
-        attachment = cni::make_sriov(std::move(fake));
+        fake_pf = std::move(fake);
     }
     ~Fixture() { fs::remove_all(tmp); }
 
@@ -103,7 +111,7 @@ struct Fixture {
         json j = {{"cniVersion", "1.1.0"}, {"name", "sriovnet"}, {"type", "topocni"}, {"attachment", "sriov"},
                   {"deviceID", kVf}, {"sysfsRoot", (tmp / "sys").string()}, {"stateDir", (tmp / "state").string()}};
         j.update(extra);
-        return conf::parse(j.dump(), {});
+        return cni::parse_config(j.dump(), {});
     }
     cni::Env env(const std::string& cid = "c1") {
         cni::Env e;
@@ -125,13 +133,14 @@ struct Fixture {
     base::Result add(const conf::NetConf& c, const base::Result& ipam = {}) {
         base::Result r;
         in_node(c, env(), true, [&](cni::Context& ctx) {
+            auto k = kind(c);   // outlives the undo steps it registers, as in the plugin
             base::Rollback undo;
-            attachment->add(ctx, ipam, r, undo);
+            cni::take_ipam_result(r, ipam, k->add(ctx, ipam, r, undo), {});
             undo.dismiss();
         });
         return r;
     }
-    void del(const conf::NetConf& c) { in_node(c, env(), true, [&](cni::Context& ctx) { attachment->del(ctx); }); }
+    void del(const conf::NetConf& c) { in_node(c, env(), true, [&](cni::Context& ctx) { kind(c)->del(ctx); }); }
 
     std::optional<netns::nl::Link> link(const netns::Handle& ns, const std::string& name) {
         return netns::with(ns, [&] { return netns::nl::Socket().get_link(name); });
@@ -170,10 +179,10 @@ TEST_CASE("sriov attachment: PF settings are applied in sriov-cni's order and DE
 
     SUBCASE("CHECK sees the PF side drift") {
         base::Result prev = r;
-        f.in_node(c, f.env(), true, [&](cni::Context& ctx) { f.attachment->check(ctx, prev); });
+        f.in_node(c, f.env(), true, [&](cni::Context& ctx) { f.kind(c)->check(ctx, prev); });
         f.pf->vfs[0].vlan = 7;
         auto e = error_of([&] {
-            f.in_node(c, f.env(), true, [&](cni::Context& ctx) { f.attachment->check(ctx, prev); });
+            f.in_node(c, f.env(), true, [&](cni::Context& ctx) { f.kind(c)->check(ctx, prev); });
         });
         CHECK(e.code == cni::kCheckFailed);
         CHECK(std::string(e.what()).find("vlan 7") != std::string::npos);

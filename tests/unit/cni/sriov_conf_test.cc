@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cni/error.h"
+#include "cni/attach/sriov.h"
 #include "conf/netconf.h"
 
 using nlohmann::json;
@@ -12,7 +13,10 @@ namespace {
 
 json base_conf() { return {{"cniVersion", "1.1.0"}, {"name", "sriovnet"}, {"type", "topocni"}, {"attachment", "sriov"}}; }
 
-conf::NetConf parse(const json& j, const conf::ArgsView& args = {}) { return conf::parse(j.dump(), args); }
+conf::NetConf parse(const json& j, const conf::ArgsView& args = {}) { return cni::parse_config(j.dump(), args); }
+
+/// The SR-IOV keys of a config that parses (the kind reads them).
+cni::SriovConf sriov_keys(const json& j, const conf::ArgsView& args = {}) { return cni::read_sriov_keys(parse(j, args)); }
 
 /// The code-7 message of a config that must be refused; "" when it was accepted.
 std::string refusal(const json& j) {
@@ -33,14 +37,12 @@ json with(json j, const json& extra) {
 }  // namespace
 
 TEST_CASE("sriov conf: deviceID wins over pciBusID, which wins over runtimeConfig.deviceID; stored lower case") {
-    auto c = parse(with(base_conf(), {{"deviceID", "0000:AF:06.0"}, {"pciBusID", "0000:af:06.1"},
+    auto c = sriov_keys(with(base_conf(), {{"deviceID", "0000:AF:06.0"}, {"pciBusID", "0000:af:06.1"},
                                  {"runtimeConfig", {{"deviceID", "0000:af:06.2"}}}}));
-    REQUIRE(c.sriov);
-    CHECK(c.sriov->device_id == "0000:af:06.0");
-    CHECK(parse(with(base_conf(), {{"pciBusID", "0000:af:06.1"}, {"runtimeConfig", {{"deviceID", "0000:af:06.2"}}}}))
-              .sriov->device_id == "0000:af:06.1");
-    CHECK(parse(with(base_conf(), {{"runtimeConfig", {{"DeviceID", "0000:af:06.2"}}}})).sriov->device_id == "0000:af:06.2");
-    CHECK(parse(base_conf()).sriov->device_id.empty());   // DEL and CHECK work from state
+    CHECK(c.device_id == "0000:af:06.0");
+    CHECK(sriov_keys(with(base_conf(), {{"pciBusID", "0000:af:06.1"}, {"runtimeConfig", {{"deviceID", "0000:af:06.2"}}}})).device_id == "0000:af:06.1");
+    CHECK(sriov_keys(with(base_conf(), {{"runtimeConfig", {{"DeviceID", "0000:af:06.2"}}}})).device_id == "0000:af:06.2");
+    CHECK(sriov_keys(base_conf()).device_id.empty());   // DEL and CHECK work from state
 }
 
 TEST_CASE("sriov conf: anything but a PCI address is code 7 naming the key") {
@@ -54,10 +56,10 @@ TEST_CASE("sriov conf: anything but a PCI address is code 7 naming the key") {
 }
 
 TEST_CASE("sriov conf: VF settings keep sriov-cni's names, ranges and dependencies") {
-    auto c = parse(with(base_conf(), {{"vlan", 100}, {"vlanQoS", 3}, {"vlanProto", "802.1AD"}, {"spoofchk", "off"},
+    auto n = parse(with(base_conf(), {{"vlan", 100}, {"vlanQoS", 3}, {"vlanProto", "802.1AD"}, {"spoofchk", "off"},
                                  {"trust", "on"}, {"link_state", "disable"}, {"min_tx_rate", 10},
                                  {"max_tx_rate", 1000}, {"mac", "CA:FE:C0:FF:EE:00"}}));
-    const auto& s = *c.sriov;
+    const auto s = cni::read_sriov_keys(n);
     CHECK(s.vlan == 100);
     CHECK(s.vlan_qos == 3);
     CHECK(s.vlan_proto == "802.1ad");
@@ -66,15 +68,15 @@ TEST_CASE("sriov conf: VF settings keep sriov-cni's names, ranges and dependenci
     CHECK(s.link_state == "disable");
     CHECK(s.min_tx_rate == 10);
     CHECK(s.max_tx_rate == 1000);
-    CHECK(c.mac == "CA:FE:C0:FF:EE:00");
+    CHECK(n.mac == "CA:FE:C0:FF:EE:00");
 
     SUBCASE("unset means untouched; empty strings too, as in sriov-cni") {
-        auto u = parse(with(base_conf(), {{"spoofchk", ""}, {"trust", ""}, {"link_state", ""}})).sriov;
-        CHECK_FALSE(u->vlan);
-        CHECK_FALSE(u->spoofchk);
-        CHECK_FALSE(u->trust);
-        CHECK_FALSE(u->link_state);
-        CHECK_FALSE(u->min_tx_rate);
+        auto u = sriov_keys(with(base_conf(), {{"spoofchk", ""}, {"trust", ""}, {"link_state", ""}}));
+        CHECK_FALSE(u.vlan);
+        CHECK_FALSE(u.spoofchk);
+        CHECK_FALSE(u.trust);
+        CHECK_FALSE(u.link_state);
+        CHECK_FALSE(u.min_tx_rate);
     }
     SUBCASE("bad values name their key") {
         const std::pair<json, const char*> cases[] = {
@@ -106,14 +108,14 @@ TEST_CASE("sriov conf: VF settings keep sriov-cni's names, ranges and dependenci
 }
 
 TEST_CASE("sriov conf: a zero max_tx_rate means no limit, so any min_tx_rate goes with it") {
-    auto c = parse(with(base_conf(), {{"min_tx_rate", 500}, {"max_tx_rate", 0}}));
-    CHECK(c.sriov->min_tx_rate == 500);
-    CHECK(c.sriov->max_tx_rate == 0);
+    auto c = sriov_keys(with(base_conf(), {{"min_tx_rate", 500}, {"max_tx_rate", 0}}));
+    CHECK(c.min_tx_rate == 500);
+    CHECK(c.max_tx_rate == 0);
 }
 
 TEST_CASE("sriov conf: the device-info path comes from runtimeConfig, in any capitalisation") {
-    auto c = parse(with(base_conf(), {{"runtimeConfig", {{"cniDeviceInfoFile", "/var/run/k8s.cni.cncf.io/devinfo/cni/x"}}}}));
-    CHECK(c.sriov->device_info_file == "/var/run/k8s.cni.cncf.io/devinfo/cni/x");
+    auto c = sriov_keys(with(base_conf(), {{"runtimeConfig", {{"cniDeviceInfoFile", "/var/run/k8s.cni.cncf.io/devinfo/cni/x"}}}}));
+    CHECK(c.device_info_file == "/var/run/k8s.cni.cncf.io/devinfo/cni/x");
 }
 
 TEST_CASE("sriov conf: VF settings with another attachment are refused, deviceID is not (Multus injects it)") {
@@ -121,7 +123,7 @@ TEST_CASE("sriov conf: VF settings with another attachment are refused, deviceID
     CHECK(refusal(with(veth, {{"vlan", 5}})) == "vlan: only valid with attachment sriov");
     CHECK(refusal(with(veth, {{"spoofchk", "on"}})) == "spoofchk: only valid with attachment sriov");
     auto c = parse(with(veth, {{"deviceID", "0000:af:06.0"}}));
-    CHECK_FALSE(c.sriov);
+    CHECK(c.kind == "veth");
 }
 
 namespace {
@@ -146,15 +148,20 @@ std::string nad_config(const std::string& yaml) {
 }  // namespace
 
 TEST_CASE("sriov conf: the SR-IOV and macvlan examples parse") {
-    auto sriov = conf::parse(example("sriov.conf"), {});
-    CHECK(sriov.sriov->device_id == "0000:af:06.0");
-    CHECK(sriov.sriov->vlan == 1000);
-    auto nad = conf::parse(nad_config(example("sriov-nad.yaml")), {});
-    CHECK(nad.attachment == conf::Attachment::Sriov);
-    CHECK(nad.sriov->spoofchk == true);
-    CHECK(nad.sriov->device_id.empty());   // Multus adds it
+    auto sriov = cni::read_sriov_keys(cni::parse_config(example("sriov.conf"), {}));
+    CHECK(sriov.device_id == "0000:af:06.0");
+    CHECK(sriov.vlan == 1000);
+    auto nad_conf = cni::parse_config(nad_config(example("sriov-nad.yaml")), {});
+    CHECK(nad_conf.kind == "sriov");
+    auto nad = cni::read_sriov_keys(nad_conf);
+    CHECK(nad.spoofchk == true);
+    CHECK(nad.device_id.empty());   // Multus adds it
     CHECK(example("sriov-nad.yaml").find("k8s.v1.cni.cncf.io/resourceName: intel.com/intel_sriov_netdevice") !=
           std::string::npos);
-    CHECK(conf::parse(example("macvlan.conf"), {}).master == "eth1");
-    CHECK(conf::parse(nad_config(example("macvlan-nad.yaml")), {}).macvlan_mode == "bridge");
+    auto macvlan = cni::parse_config(example("macvlan.conf"), {});
+    CHECK(macvlan.kind == "macvlan");
+    CHECK(macvlan.raw["master"] == "eth1");
+    auto macvlan_nad = cni::parse_config(nad_config(example("macvlan-nad.yaml")), {});
+    CHECK(macvlan_nad.kind == "macvlan");
+    CHECK(macvlan_nad.raw.value("mode", "bridge") == "bridge");
 }

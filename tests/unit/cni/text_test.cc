@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cni/error.h"
+#include "cni/attach/attachment.h"
 #include "cni/result.h"
 #include "base/text.h"
 #include "cni/verbs.h"
@@ -22,10 +23,10 @@ struct Run {
     json j;
 };
 
-cni::Output echo_add(const cni::Env&, const conf::NetConf& c) {
+cni::Output echo_add(const cni::Env&, const conf::NetConf& c, cni::Attachment&) {
     return cni::result_to_json(c.prev_result.value_or(base::Result{}), c.cni_version);
 }
-cni::Output nothing(const cni::Env&, const conf::NetConf&) { return std::nullopt; }
+cni::Output nothing(const cni::Env&, const conf::NetConf&, cni::Attachment&) { return std::nullopt; }
 const cni::VerbEntry kVerbs[] = {{cni::Verb::Add, echo_add, "0.1.0"}, {cni::Verb::Del, nothing, "0.1.0"}};
 
 Run run(std::map<std::string, std::string> env, const std::string& stdin_text) {
@@ -107,10 +108,10 @@ TEST_CASE("config: teardown treats keys it does not need as absent and names the
               {"nodeSelector", {{"matchExpressions", {{{"key", "a"}, {"operator", "Near"}}}}}},
               {"topology", {{"numaPolicy", "strict"}}},
               {"ipam", {{"type", "host-local"}, {"ranges", "bad"}, {"dataDir", "/data"}}}};
-    CHECK_THROWS_AS(conf::parse(c.dump(), {}), cni::Error);
-    auto t = conf::parse(c.dump(), {}, conf::Purpose::Teardown);
+    CHECK_THROWS_AS(cni::parse_config(c.dump(), {}), cni::Error);
+    auto t = cni::parse_config(c.dump(), {}, conf::Purpose::Teardown);
     CHECK(t.name == "n");
-    CHECK(t.attachment == conf::Attachment::Macvlan);
+    CHECK(t.kind == "macvlan");
     CHECK(t.ipam_type == "host-local");
     REQUIRE(t.host_local);
     CHECK(t.host_local->data_dir == "/data");
@@ -124,14 +125,14 @@ TEST_CASE("config: teardown treats keys it does not need as absent and names the
 
     json nameless = c;
     nameless["name"] = "a/b";
-    CHECK(conf::parse(nameless.dump(), {}, conf::Purpose::Teardown).name.empty());
+    CHECK(cni::parse_config(nameless.dump(), {}, conf::Purpose::Teardown).name.empty());
 
     // What teardown cannot do without: a decodable object, a known version, GC's list.
-    CHECK_THROWS_AS(conf::parse("{\"name\":", {}, conf::Purpose::Teardown), cni::Error);
+    CHECK_THROWS_AS(cni::parse_config("{\"name\":", {}, conf::Purpose::Teardown), cni::Error);
     json v = c;
     v["cniVersion"] = "9.9.9";
-    CHECK_THROWS_AS(conf::parse(v.dump(), {}, conf::Purpose::Teardown), cni::Error);
+    CHECK_THROWS_AS(cni::parse_config(v.dump(), {}, conf::Purpose::Teardown), cni::Error);
     json gc = c;
     gc["cni.dev/valid-attachments"] = "all";
-    CHECK_THROWS_AS(conf::parse(gc.dump(), {}, conf::Purpose::Teardown), cni::Error);
+    CHECK_THROWS_AS(cni::parse_config(gc.dump(), {}, conf::Purpose::Teardown), cni::Error);
 }

@@ -1,12 +1,15 @@
-// SR-IOV VF attachment keys (sriov-cni's names and meanings, so a NAD ports over by
+// Attachment sriov: an SR-IOV VF picked by PCI address. Its keys have sriov-cni's names and meanings, so a NAD ports over by
 // changing "type"). Every VF setting is optional: unset means untouched on ADD and DEL.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 
-namespace conf {
+#include "cni/attach/attachment.h"
+#include "netns/vf.h"
 
-struct NetConf;
+namespace cni {
+
 
 struct SriovConf {
     /// VF PCI address, lower case: deviceID (as Multus injects it), else pciBusID, else
@@ -24,8 +27,12 @@ struct SriovConf {
     std::optional<std::string> device_info_file;  ///< runtimeConfig.CNIDeviceInfoFile
 };
 
-/// Fills c.sriov when c.attachment is sriov; code 7 naming the key on bad values, and
-/// for VF settings given with another attachment.
-void parse_sriov(NetConf& c);
+/// The keys of attachment sriov: code 7 naming the key on bad values, or on egressRate
+/// together with max_tx_rate.
+SriovConf read_sriov_keys(const conf::NetConf& c);
 
-}  // namespace conf
+/// The SR-IOV kind with its keys read from `c` and VF settings made through `pf` (the
+/// kernel's, or a test's stand-in).
+std::unique_ptr<Attachment> make_sriov(conf::NetConf& c, conf::Purpose purpose, std::unique_ptr<netns::vf::PfControl> pf);
+
+}  // namespace cni
