@@ -1,9 +1,12 @@
 // Undo stack: each step that acquires something registers how to release it, right
 // away; the whole stack runs in reverse order unless the verb succeeds and dismisses it.
 #pragma once
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "base/log.h"
 
 namespace base {
 
@@ -14,8 +17,9 @@ public:
     Rollback& operator=(const Rollback&) = delete;
     ~Rollback() { run(); }
 
-    /// Registers an undo step. Undo bodies are best-effort: exceptions are swallowed,
-    /// because a failed undo must not hide the error that triggered the rollback.
+    /// Registers an undo step. Undo bodies are best-effort: a failure is logged at warning
+    /// level, naming `what`, and the rollback goes on, because a failed undo must not
+    /// hide the error that triggered the rollback (nor keep the other steps from running).
     void add(std::string what, std::function<void()> undo) { steps_.push_back({std::move(what), std::move(undo)}); }
     /// Success: forget every undo step.
     void dismiss() noexcept { steps_.clear(); }
@@ -24,7 +28,13 @@ public:
         while (!steps_.empty()) {
             auto step = std::move(steps_.back());
             steps_.pop_back();
-            try { step.undo(); } catch (...) {}
+            try {
+                step.undo();
+            } catch (const std::exception& e) {
+                log::warn("rollback: undoing " + step.what + " failed: " + e.what());
+            } catch (...) {
+                log::warn("rollback: undoing " + step.what + " failed");
+            }
         }
     }
 

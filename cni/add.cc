@@ -13,11 +13,11 @@ namespace cni {
 
 namespace {
 /// The intent record: who, where, and what a later DEL needs without the runtime.
-Record record_of(const Env& env, const conf::NetConf& c) {
+Record record_of(const Env& env, const conf::NetConf& c, const Subject& subject) {
     Record r{c.name, env.container_id, env.ifname, env.netns, nullptr, 0, record_config(c.raw), "", ""};
     for (auto& dir : env.path) r.cni_path += (r.cni_path.empty() ? "" : ":") + dir;
     for (auto& [k, v] : env.args.all) r.cni_args += (r.cni_args.empty() ? "" : ";") + k + "=" + v;
-    r.link = attachment_link(c);
+    r.link = attachment_link(c, subject);
     return r;
 }
 
@@ -35,10 +35,11 @@ Output cmd_add(const Env& env, const conf::NetConf& c, Attachment& kind) {
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
     Context ctx{env, c, host, &pod};
+    Subject subject = placement_subject(c, kind);
     kind.preflight(ctx);
     if (kind.runs_ipam()) ipam_preflight(env, c);
     // Placement is checked before anything changes, so a refused pod leaves no trace.
-    check_placement(ctx, true);
+    check_placement(ctx, subject, true);
 
     // Held until we return: GC of this network waits for us and we for it.
     NetworkLock gc_guard(c.state_dir, c.name, NetworkLock::Shared, lock_timeout_ms(c));
@@ -46,10 +47,10 @@ Output cmd_add(const Env& env, const conf::NetConf& c, Attachment& kind) {
     // Runs last: the directories this ADD created go when nothing else is in them.
     undo.add("network directory", [&] { gc_guard.release_created(); });
     // The record goes first: if we die anywhere below, GC finds the attachment by it.
-    Record rec = record_of(env, c);
+    Record rec = record_of(env, c, subject);
     write_record(c.state_dir, rec);
     undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
-    admit_bandwidth(ctx, undo);
+    admit_bandwidth(ctx, subject, undo);
     Result ipam = kind.runs_ipam() ? ipam_add(env, c, undo) : Result{};
     base::failpoint("after-ipam");
 

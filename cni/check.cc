@@ -15,7 +15,7 @@ Output cmd_check(const Env& env, const conf::NetConf& c, Attachment& kind) {
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
     Context ctx{env, c, host, &pod};
-    check_placement(ctx, false);   // a violation that appeared since ADD is reported
+    check_placement(ctx, placement_subject(c, kind), false);   // a violation that appeared since ADD is reported
     if (kind.runs_ipam()) ipam_check(env, c, *c.prev_result);
     kind.check(ctx, *c.prev_result);
     return std::nullopt;

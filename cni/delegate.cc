@@ -50,7 +50,7 @@ bool absent_plugin(const std::vector<std::string>& path, const std::string& type
     try {
         find_plugin(path, type, key);
         return false;
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
         if (recorded()) throw;
         base::log::warn(std::string(e.what()) + "; it got no ADD for this attachment, so it holds nothing of it");
         return true;

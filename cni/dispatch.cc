@@ -86,9 +86,9 @@ int run_plugin(const PluginIo& io, std::span<const VerbEntry> verbs) {
             return 0;
         }
         throw Error(kInvalidEnv, "unknown CNI_COMMAND: '" + env.command + "'");
-    } catch (const Error& e) {
-        base::log::error("code " + std::to_string(e.code) + ": " + e.what() + (e.details.empty() ? "" : " (" + e.details + ")"));
-        io.write(printed(error_to_json(e.code, e.what(), e.details, version)));
+    } catch (const base::Error& e) {
+        base::log::error("code " + std::to_string(code_of(e)) + ": " + e.what() + (e.details.empty() ? "" : " (" + e.details + ")"));
+        io.write(printed(error_to_json(code_of(e), e.what(), e.details, version)));
     } catch (const std::exception& e) {
         base::log::error(std::string("internal error: ") + e.what());
         io.write(printed(error_to_json(kInternal, e.what(), "", version)));

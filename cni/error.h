@@ -1,8 +1,11 @@
-// One error type for the whole plugin. Every layer throws cni::Error; the dispatcher
-// (cni/dispatch.cc) is the one place that turns it into the spec's error JSON.
+// The CNI spec's error codes, and the one place that maps every layer's error onto them.
+// cni/ throws cni::Error with a code; the layers below throw their own types (base/error.h)
+// and know nothing of codes. Whoever needs a code asks code_of; the dispatcher
+// (cni/dispatch.cc) turns any base::Error into the spec's error JSON.
 #pragma once
 #include <string>
-#include <stdexcept>
+
+#include "base/error.h"
 
 namespace cni {
 
@@ -30,16 +33,20 @@ enum Code : int {
     kInternal = 999,
 };
 
-/// A failure that maps onto one CNI error code. `sys_errno` keeps the errno (or the
-/// netlink error) of the syscall that failed so callers can test it (ENODEV, EEXIST...).
-struct Error : std::runtime_error {
+/// A failure the protocol layer decided the code of.
+struct Error : base::Error {
     int code;
-    std::string details;
-    int sys_errno = 0;
 
-    Error(int code_, std::string msg, std::string details_ = {}, int err = 0)
-        : std::runtime_error(std::move(msg)), code(code_), details(std::move(details_)), sys_errno(err) {}
+    Error(int code_, const std::string& msg, std::string details_ = {}, int err = 0)
+        : base::Error(msg, std::move(details_), err), code(code_) {}
 };
+
+/// The CNI code of any error: cni::Error's own, and for the lower layers' errors the code
+/// of what happened (a missing netns is 8, a file that cannot be written 5, a lock wait
+/// that ran out 11, an exhausted pool 101...).
+int code_of(const base::Error& e);
+/// `e` as a cni::Error with its code, message, details and errno.
+Error to_cni(const base::Error& e);
 
 /// Shorthands for the common cases; each names the thing that was wrong.
 [[noreturn]] inline void fail_config(const std::string& msg) { throw Error(kInvalidConfig, msg); }

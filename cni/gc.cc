@@ -87,7 +87,7 @@ Output cmd_gc(const Env& env, const conf::NetConf& c, Attachment& kind) {
     }
     std::string errors;
     if (kind.runs_ipam())
-        try { ipam_gc(env, effective); } catch (const Error& e) { errors += e.what(); }
+        try { ipam_gc(env, effective); } catch (const base::Error& e) { errors += e.what(); }
     Context stale_ctx{env, effective, host, nullptr, &stale};
     try {
         kind.gc(stale_ctx);
@@ -95,10 +95,10 @@ Output cmd_gc(const Env& env, const conf::NetConf& c, Attachment& kind) {
             ledger::remove_everywhere(c.state_dir, c.name, r.container_id, r.ifname);
             remove_record(c.state_dir, c.name, r.container_id, r.ifname);
         }
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
         errors += (errors.empty() ? "" : "; ") + std::string(e.what());
     }
-    try { sweep_ledger(c, valid); } catch (const Error& e) { errors += (errors.empty() ? "" : "; ") + std::string(e.what()); }
+    try { sweep_ledger(c, valid); } catch (const base::Error& e) { errors += (errors.empty() ? "" : "; ") + std::string(e.what()); }
     guard.release_created();   // a records directory GC had to create for the lock, when still empty
     if (!errors.empty()) throw Error(kInternal, "GC incomplete: " + errors);
     return std::nullopt;

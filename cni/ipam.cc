@@ -42,7 +42,7 @@ Result ipam_add(const Env& env, const conf::NetConf& c, base::Rollback& undo) {
         if (j.is_discarded()) throw Error(kDecodingFailure, "ipam plugin '" + c.ipam_type + "' printed invalid JSON", out);
         try {
             r = result_from_json(j, "ipam result");
-        } catch (const Error& e) {
+        } catch (const base::Error& e) {
             throw Error(kDecodingFailure, "ipam plugin '" + c.ipam_type + "' result: " + e.what(), out);
         }
     }

@@ -18,7 +18,7 @@ std::optional<netns::Handle> open_pod_netns_if_present(const std::string& path, 
         auto pod = netns::Handle::open(path);
         if (pod.same_as(host)) return std::nullopt;
         return pod;
-    } catch (const Error&) {
+    } catch (const base::Error&) {
         return std::nullopt;   // gone (k8s#43014 convention) or no longer a netns
     }
 }

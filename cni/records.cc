@@ -16,9 +16,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/flock.h"
 #include "cni/error.h"
 #include "base/log.h"
-#include "ipam/fs.h"
+#include "base/files.h"
 
 namespace cni {
 
@@ -62,8 +63,8 @@ std::string records_dir(const std::string& state_dir, const std::string& network
 void write_record(const std::string& state_dir, const Record& r) {
     std::string dir = records_dir(state_dir, r.network);
     try {
-        ipam::fs::mkdir_p(dir, 0700);
-    } catch (const Error& e) {
+        base::fs::mkdir_p(dir, 0700);
+    } catch (const base::Error& e) {
         base::log::warn(e.what());
         return;
     }
@@ -85,8 +86,8 @@ void write_record(const std::string& state_dir, const Record& r) {
     // the intent it replaces, so it needs no truncate (which on ext4 would start writeback).
     if (text.size() <= 4096) {
         try {
-            ipam::fs::write_in_place(AT_FDCWD, final_path, text, final_path);
-        } catch (const Error& e) {
+            base::fs::write_in_place(AT_FDCWD, final_path, text, final_path);
+        } catch (const base::Error& e) {
             base::log::warn(e.what());
         }
         return;
@@ -156,31 +157,30 @@ NetworkLock NetworkLock::on_dir(const std::string& dir, const std::string& state
 NetworkLock::NetworkLock(const std::string& dir, const std::string& state_dir, Mode mode, int timeout_ms,
                          const std::string& busy, int) {
     dir_ = dir;
-    int op = (mode == Shared ? LOCK_SH : LOCK_EX) | LOCK_NB;
-    // Poll with a growing sleep: no signal handler to arm, and the first try is free.
-    long waited_us = 0, step_us = 200;
+    int op = mode == Shared ? LOCK_SH : LOCK_EX;
+    const auto deadline = base::deadline_after(std::chrono::milliseconds(timeout_ms));
     for (int attempt = 0;; ++attempt) {
         // Only stateDir and below are ours to take away again (see release_created()).
-        for (auto& d : ipam::fs::make_dirs(dir_, 0700))
+        for (auto& d : base::fs::make_dirs(dir_, 0700))
             if (d == state_dir || d.rfind(state_dir + "/", 0) == 0) created_.push_back(d);
         fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd_ < 0) {
             if (errno == ENOENT && attempt < 5) continue;
             throw Error(kIoFailure, "cannot open '" + dir_ + "': " + strerror(errno), {}, errno);
         }
-        while (::flock(fd_, op) < 0) {
-            if (errno != EWOULDBLOCK && errno != EINTR)
-                throw Error(kIoFailure, "cannot lock '" + dir_ + "': " + strerror(errno), {}, errno);
-            if (waited_us >= static_cast<long>(timeout_ms) * 1000) {
-                ::close(fd_);
-                fd_ = -1;
-                throw Error(kTryAgainLater, "timed out after " + std::to_string(timeout_ms / 1000.0).substr(0, 4) +
-                                                "s waiting for lock '" + dir_ + "' (" + busy + ")");
-            }
-            timespec ts{0, step_us * 1000};
-            ::nanosleep(&ts, nullptr);
-            waited_us += step_us;
-            step_us = std::min(step_us * 2, 20000L);
+        bool locked = false;
+        try {
+            locked = base::flock_until(fd_, op, deadline, dir_);
+        } catch (...) {
+            ::close(fd_);
+            fd_ = -1;
+            throw;
+        }
+        if (!locked) {
+            ::close(fd_);
+            fd_ = -1;
+            throw base::LockTimeout("timed out after " + base::seconds_text(std::chrono::milliseconds(timeout_ms)) +
+                                    " waiting for lock '" + dir_ + "' (" + busy + ")");
         }
         struct stat st;
         if (::fstat(fd_, &st) == 0 && st.st_nlink > 0) return;
@@ -197,7 +197,7 @@ void NetworkLock::release_created() noexcept {
     // failed conversion drops the shared lock too, as flock(2) says: this is always the
     // last thing done under it.)
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) return;
-    if (ipam::fs::is_empty_dir(dir_)) ipam::fs::remove_dirs(created_);
+    if (base::fs::is_empty_dir(dir_)) base::fs::remove_dirs(created_);
 }
 
 NetworkLock::~NetworkLock() {

@@ -1,4 +1,4 @@
-// Typed access to JSON config fields. Every failure is a code-7 cni::Error whose
+// Typed access to JSON config fields. Every failure is a conf::Error Invalid whose
 // message starts with the key's full path ("ipam.ranges[0][0].subnet: ..."), so the
 // operator can find the bad key without guessing.
 #pragma once
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cni/error.h"
+#include "conf/error.h"
 
 namespace conf {
 
@@ -22,7 +22,7 @@ inline std::string index(const std::string& path, size_t i) { return path + "[" 
 inline std::string label(const std::string& path, const std::string& key) { return path + "[\"" + key + "\"]"; }
 
 [[noreturn]] inline void bad(const std::string& path, const std::string& why) {
-    throw cni::Error(cni::kInvalidConfig, path + ": " + why);
+    throw Error(Error::Kind::Invalid, path + ": " + why);
 }
 
 /// The member `key` of object `obj` or nullptr when absent or null.

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "base/text.h"
-#include "cni/error.h"
+#include "conf/error.h"
 #include "conf/fields.h"
 #include "netns/netlink.h"
 
@@ -164,13 +164,13 @@ NetConf parse(const std::string& input, const ArgsView& args, const Protocol& pr
         else if (ch == '{' || ch == '[') max_depth = std::max(max_depth, ++depth);
         else if (ch == '}' || ch == ']') --depth;
     }
-    if (max_depth > 64) throw cni::Error(cni::kDecodingFailure, "failed to decode config: nested deeper than 64 levels");
+    if (max_depth > 64) throw Error(Error::Kind::Decoding, "failed to decode config: nested deeper than 64 levels");
     try {
         c.raw = json::parse(text);
     } catch (const json::exception& e) {
-        throw cni::Error(cni::kDecodingFailure, std::string("failed to decode config: ") + e.what());
+        throw Error(Error::Kind::Decoding, std::string("failed to decode config: ") + e.what());
     }
-    if (!c.raw.is_object()) throw cni::Error(cni::kDecodingFailure, "failed to decode config: not a JSON object");
+    if (!c.raw.is_object()) throw Error(Error::Kind::Decoding, "failed to decode config: not a JSON object");
 
     // Missing and "" both mean 0.1.0 (libcni sends "" for a NAD without cniVersion).
     // Teardown reads a cniVersion that is no string as missing, like any other bad key.
@@ -189,8 +189,8 @@ NetConf parse(const std::string& input, const ArgsView& args, const Protocol& pr
         if (!teardown) return parse_keys();
         try {
             parse_keys();
-        } catch (const cni::Error& e) {
-            if (e.code != cni::kInvalidConfig) throw;
+        } catch (const base::Error& e) {
+            if (!is_invalid_config(e)) throw;
             c.ignored.push_back(e.what());
         }
     };
@@ -241,7 +241,7 @@ NetConf parse(const std::string& input, const ArgsView& args, const Protocol& pr
     step([&] {
         try {
             parse_state_dirs(c);
-        } catch (const cni::Error&) {
+        } catch (const base::Error&) {
             // Nothing can be found through a stateDir or sysfsRoot ADD refuses; the defaults
             // are other attachments' places.
             if (teardown) c.name.clear();
@@ -253,7 +253,7 @@ NetConf parse(const std::string& input, const ArgsView& args, const Protocol& pr
     step([&] {
         try {
             parse_ipam(c, args);
-        } catch (const cni::Error&) {
+        } catch (const base::Error&) {
             // Releasing needs only the type and the store's place.
             if (teardown) parse_ipam_location(c);
             throw;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "cni/error.h"
+#include "ipam/error.h"
 #include "ipam/range.h"
 
 namespace ipam {
@@ -65,14 +65,14 @@ std::vector<std::optional<base::IpAddr>> Allocator::assign_requested(const std::
     std::vector<base::IpAddr> extra;
     for (auto& ip : requested) {
         auto s = set_of(sets, ip);
-        if (!s) cni::fail_config("requested IP " + ip.str() + " is not in any range set (" + all_sets(sets) + ")");
+        if (!s) fail_invalid("requested IP " + ip.str() + " is not in any range set (" + all_sets(sets) + ")");
         if (ip == range_for(sets[*s], ip)->gateway)
-            cni::fail_config("requested IP " + ip.str() + " is the gateway of range set " + std::to_string(*s));
+            fail_invalid("requested IP " + ip.str() + " is the gateway of range set " + std::to_string(*s));
         if (!per_set[*s]) per_set[*s] = ip;
         else if (*per_set[*s] != ip && std::find(extra.begin(), extra.end(), ip) == extra.end()) extra.push_back(ip);
     }
     if (!extra.empty())
-        cni::fail_config("failed to allocate all requested IPs: " + join(extra) + " (at most one address per range set)");
+        fail_invalid("failed to allocate all requested IPs: " + join(extra) + " (at most one address per range set)");
     return per_set;
 }
 
@@ -81,7 +81,7 @@ base::IpAddr Allocator::claim_requested(size_t set, const base::IpAddr& ip, cons
     auto h = store_.holder(ip);
     if (h && held_by(*h, owner)) return ip;
     auto taken = [&](const std::string& by) {
-        return cni::Error(cni::kAddressTaken, "requested IP address " + ip.str() + " is not available in range set " +
+        return Error(Error::Kind::Taken, "requested IP address " + ip.str() + " is not available in range set " +
                                                   to_string(sets_[set]) + ": reserved by " + by);
     };
     if (h) throw taken(h->container_id.empty() ? "an empty reservation file (a crash leftover; GC releases it)"
@@ -98,7 +98,7 @@ base::IpAddr Allocator::claim_next(size_t set, const Owner& owner, base::Rollbac
         claimed(set, *ip, owner, undo);
         return *ip;
     }
-    throw cni::Error(cni::kIpamExhausted, "no IP addresses available in range set: " + to_string(sets_[set]));
+    throw Error(Error::Kind::Exhausted, "no IP addresses available in range set: " + to_string(sets_[set]));
 }
 
 // The cursor's old value is kept so that an undo (here, or HostLocal::undo after a later

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cni/error.h"
+#include "ipam/error.h"
 #include "ipam/host_local.h"
 #include "ipam/range.h"
 
@@ -18,7 +18,7 @@ namespace {
 
 using json = nlohmann::json;
 
-[[noreturn]] void bad(const std::string& path, const std::string& msg) { cni::fail_config(path + ": " + msg); }
+[[noreturn]] void bad(const std::string& path, const std::string& msg) { fail_invalid(path + ": " + msg); }
 
 // The member `key`, or nullptr when it is absent or null (Go leaves those unset).
 const json* member(const json& obj, const std::string& key) {

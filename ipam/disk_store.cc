@@ -6,8 +6,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "cni/error.h"
-#include "ipam/fs.h"
+#include "ipam/error.h"
+#include "base/files.h"
 
 namespace ipam {
 
@@ -32,10 +32,10 @@ FileLock take_lock(const std::string& dir, std::chrono::milliseconds timeout, Di
                    std::vector<std::string>& created) {
     for (int attempt = 0;; ++attempt) {
         if (mode == DiskStore::Mode::Create)
-            for (auto& d : fs::make_dirs(dir, 0755)) created.push_back(d);
+            for (auto& d : base::fs::make_dirs(dir, 0755)) created.push_back(d);
         try {
             return FileLock(dir + "/lock", timeout);
-        } catch (const cni::Error& e) {
+        } catch (const base::Error& e) {
             if (e.sys_errno != ENOENT || mode != DiskStore::Mode::Create || attempt >= 5) throw;
         }
     }
@@ -77,10 +77,10 @@ DiskStore::DiskStore(std::string dir, std::string own_dir, std::chrono::millisec
       own_dir_(std::move(own_dir)),
       lock_(take_lock(dir_, lock_timeout, mode, created_)),
       durable_(durable) {
-    dir_fd_ = fs::open_dir(AT_FDCWD, dir_, dir_);
+    dir_fd_ = base::fs::open_dir(AT_FDCWD, dir_, dir_);
     // Our files from before they moved out of the reference's directory walk.
-    if (fs::exists_at(dir_fd_.get(), kLegacyOwnDir, path(kLegacyOwnDir)))
-        fs::remove_tree(dir_fd_.get(), kLegacyOwnDir, path(kLegacyOwnDir));
+    if (base::fs::exists_at(dir_fd_.get(), kLegacyOwnDir, path(kLegacyOwnDir)))
+        base::fs::remove_tree(dir_fd_.get(), kLegacyOwnDir, path(kLegacyOwnDir));
     open_own(false);
     clear_temps();
 }
@@ -91,12 +91,12 @@ void DiskStore::open_own(bool create) {
     if (owners_fd_ && tmp_fd_) return;
     if (create) {
         for (auto& sub : {"owners", "tmp"})
-            for (auto& d : fs::make_dirs(own_path(sub), 0755)) created_.push_back(d);
+            for (auto& d : base::fs::make_dirs(own_path(sub), 0755)) created_.push_back(d);
     }
     auto open_if = [&](const char* sub, base::UniqueFd& fd) {
         if (fd) return;
         fd = base::UniqueFd(::open(own_path(sub).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        if (!fd && errno != ENOENT) fs::fail_io("open directory", own_path(sub), errno);
+        if (!fd && errno != ENOENT) base::fs::fail_io("open directory", own_path(sub), errno);
     };
     open_if("owners", owners_fd_);
     open_if("tmp", tmp_fd_);
@@ -116,14 +116,14 @@ int DiskStore::tmp_fd() {
 // left by a process that died mid-write.
 void DiskStore::clear_temps() {
     if (!tmp_fd_) return;
-    for (auto& name : fs::list_files(tmp_fd_.get(), own_path("tmp")))
-        fs::remove_at(tmp_fd_.get(), name, own_path("tmp/" + name));
+    for (auto& name : base::fs::list_files(tmp_fd_.get(), own_path("tmp")))
+        base::fs::remove_at(tmp_fd_.get(), name, own_path("tmp/" + name));
 }
 
-bool DiskStore::taken(const base::IpAddr& ip) { return fs::exists_at(dir_fd_.get(), ip.str(), path(ip.str())); }
+bool DiskStore::taken(const base::IpAddr& ip) { return base::fs::exists_at(dir_fd_.get(), ip.str(), path(ip.str())); }
 
 std::optional<Reservation> DiskStore::holder(const base::IpAddr& ip) {
-    auto content = fs::read_at(dir_fd_.get(), ip.str(), path(ip.str()));
+    auto content = base::fs::read_at(dir_fd_.get(), ip.str(), path(ip.str()));
     if (!content) return std::nullopt;
     return parse_reservation(ip, *content);
 }
@@ -139,29 +139,29 @@ bool DiskStore::reserve(const base::IpAddr& ip, const Owner& owner) {
     const std::string name = ip.str();
     const std::string tmp = "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(seq_++);
     int tfd = tmp_fd();
-    fs::create_file(tfd, tmp, content, own_path("tmp/" + tmp), durable_);
+    base::fs::create_file(tfd, tmp, content, own_path("tmp/" + tmp), durable_);
     bool linked = ::linkat(tfd, tmp.c_str(), dir_fd_.get(), name.c_str(), 0) == 0;
     int err = errno;
-    fs::remove_at(tfd, tmp, own_path("tmp/" + tmp));
+    base::fs::remove_at(tfd, tmp, own_path("tmp/" + tmp));
     if (!linked && err == EXDEV) {
         // <dataDir>/<net> is a mount of its own: write in place, as the reference does.
         try {
-            fs::create_file(dir_fd_.get(), name, content, path(name), durable_);
+            base::fs::create_file(dir_fd_.get(), name, content, path(name), durable_);
             linked = true;
-        } catch (const cni::Error& e) {
+        } catch (const base::Error& e) {
             err = e.sys_errno;
         }
     }
-    if (!linked && err != EEXIST) fs::fail_io("create reservation", path(name), err);
-    if (linked && durable_) fs::sync(dir_fd_.get(), dir_);
+    if (!linked && err != EEXIST) base::fs::fail_io("create reservation", path(name), err);
+    if (linked && durable_) base::fs::sync(dir_fd_.get(), dir_);
     return linked;
 }
 
 void DiskStore::remove(const Reservation& r) {
     auto now = holder(r.ip);
     if (!now || now->container_id != r.container_id || now->ifname != r.ifname) return;
-    fs::remove_at(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
-    if (durable_) fs::sync(dir_fd_.get(), dir_);
+    base::fs::remove_at(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
+    if (durable_) base::fs::sync(dir_fd_.get(), dir_);
     if (!r.ifname.empty()) index_drop({r.container_id, r.ifname}, r.ip);
 }
 
@@ -184,21 +184,21 @@ std::vector<Reservation> DiskStore::find(const Owner& owner) {
 
 std::vector<Reservation> DiskStore::release(const Owner& owner) {
     auto held = find(owner);
-    for (auto& r : held) fs::remove_at(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
-    if (!held.empty() && durable_) fs::sync(dir_fd_.get(), dir_);
+    for (auto& r : held) base::fs::remove_at(dir_fd_.get(), r.ip.str(), path(r.ip.str()));
+    if (!held.empty() && durable_) base::fs::sync(dir_fd_.get(), dir_);
     if (int fd = owners_fd(false); fd >= 0) {
         const std::string name = index_file_name(owner);
-        fs::remove_at(fd, name, own_path("owners/" + name));
+        base::fs::remove_at(fd, name, own_path("owners/" + name));
     }
     return held;
 }
 
 std::vector<Reservation> DiskStore::all() {
     std::vector<Reservation> out;
-    for (auto& name : fs::list_files(dir_fd_.get(), dir_)) {
+    for (auto& name : base::fs::list_files(dir_fd_.get(), dir_)) {
         auto ip = reserved_ip(name);
         if (!ip) continue;
-        if (auto content = fs::read_at(dir_fd_.get(), name, path(name))) out.push_back(parse_reservation(*ip, *content));
+        if (auto content = base::fs::read_at(dir_fd_.get(), name, path(name))) out.push_back(parse_reservation(*ip, *content));
     }
     std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.ip < b.ip; });
     return out;
@@ -206,7 +206,7 @@ std::vector<Reservation> DiskStore::all() {
 
 std::vector<base::IpAddr> DiskStore::addresses() {
     std::vector<base::IpAddr> out;
-    for (auto& name : fs::list_files(dir_fd_.get(), dir_))
+    for (auto& name : base::fs::list_files(dir_fd_.get(), dir_))
         if (auto ip = reserved_ip(name)) out.push_back(*ip);
     std::sort(out.begin(), out.end());
     return out;
@@ -215,7 +215,7 @@ std::vector<base::IpAddr> DiskStore::addresses() {
 // A missing or unreadable cursor only costs round-robin order once, as in the reference.
 std::optional<base::IpAddr> DiskStore::cursor(size_t set) {
     const std::string name = kCursorPrefix + std::to_string(set);
-    auto content = fs::read_at(dir_fd_.get(), name, path(name), 64);
+    auto content = base::fs::read_at(dir_fd_.get(), name, path(name), 64);
     if (!content) return std::nullopt;
     auto end = content->find_last_not_of(" \t\r\n");
     return base::IpAddr::parse(std::string_view(*content).substr(0, end == std::string::npos ? 0 : end + 1));
@@ -228,22 +228,22 @@ std::optional<base::IpAddr> DiskStore::cursor(size_t set) {
 // cursor is just where the search for a free address starts. Readers hold the lock.
 void DiskStore::set_cursor(size_t set, const base::IpAddr& ip) {
     const std::string name = kCursorPrefix + std::to_string(set);
-    fs::write_in_place(dir_fd_.get(), name, ip.str(), path(name));
+    base::fs::write_in_place(dir_fd_.get(), name, ip.str(), path(name));
 }
 
 void DiskStore::remove_cursor(size_t set) {
     const std::string name = kCursorPrefix + std::to_string(set);
-    fs::remove_at(dir_fd_.get(), name, path(name));
+    base::fs::remove_at(dir_fd_.get(), name, path(name));
 }
 
 void DiskStore::tidy_index() {
     int fd = owners_fd(false);
     if (fd < 0) return;
-    for (auto& name : fs::list_files(fd, own_path("owners"))) {
-        auto content = fs::read_at(fd, name, own_path("owners/" + name));
+    for (auto& name : base::fs::list_files(fd, own_path("owners"))) {
+        auto content = base::fs::read_at(fd, name, own_path("owners/" + name));
         auto idx = content ? parse_index(*content) : std::nullopt;
         if (!idx || index_file_name(idx->owner) != name) {
-            fs::remove_at(fd, name, own_path("owners/" + name));
+            base::fs::remove_at(fd, name, own_path("owners/" + name));
             continue;
         }
         auto held = verified(*idx);
@@ -256,9 +256,9 @@ void DiskStore::tidy_index() {
 
 // Creates a reservation-sized file in the store directory and removes it again.
 void DiskStore::check_writable() {
-    fs::remove_at(dir_fd_.get(), kProbe, path(kProbe));
-    fs::create_file(dir_fd_.get(), kProbe, "probe", path(kProbe), false);
-    fs::remove_at(dir_fd_.get(), kProbe, path(kProbe));
+    base::fs::remove_at(dir_fd_.get(), kProbe, path(kProbe));
+    base::fs::create_file(dir_fd_.get(), kProbe, "probe", path(kProbe), false);
+    base::fs::remove_at(dir_fd_.get(), kProbe, path(kProbe));
 }
 
 void DiskStore::remove_created(const std::vector<std::string>& created) {
@@ -266,19 +266,19 @@ void DiskStore::remove_created(const std::vector<std::string>& created) {
     // after the lock is unlinked creates them anew instead of finding them gone.
     std::vector<std::string> own, rest;
     for (auto& d : created) (d.rfind(own_dir_, 0) == 0 ? own : rest).push_back(d);
-    fs::remove_dirs(own);
+    base::fs::remove_dirs(own);
     bool made_store = std::find(rest.begin(), rest.end(), dir_) != rest.end();
     // Unlinked while we hold it: a waiter notices the name is gone and starts over.
-    if (made_store && fs::list_names(dir_fd_.get(), dir_) == std::vector<std::string>{"lock"})
-        fs::remove_at(dir_fd_.get(), "lock", path("lock"));
-    fs::remove_dirs(rest);   // each only when empty: used by someone else meanwhile, it stays
+    if (made_store && base::fs::list_names(dir_fd_.get(), dir_) == std::vector<std::string>{"lock"})
+        base::fs::remove_at(dir_fd_.get(), "lock", path("lock"));
+    base::fs::remove_dirs(rest);   // each only when empty: used by someone else meanwhile, it stays
 }
 
 std::optional<OwnerIndex> DiskStore::load_index(const Owner& owner) {
     int fd = owners_fd(false);
     if (fd < 0) return std::nullopt;
     const std::string name = index_file_name(owner);
-    auto content = fs::read_at(fd, name, own_path("owners/" + name));
+    auto content = base::fs::read_at(fd, name, own_path("owners/" + name));
     auto idx = content ? parse_index(*content) : std::nullopt;
     if (!idx || idx->owner != owner) return std::nullopt;
     return idx;
@@ -294,22 +294,22 @@ std::optional<OwnerIndex> DiskStore::load_index(const Owner& owner) {
 void DiskStore::save_index(const OwnerIndex& idx) {
     const std::string name = index_file_name(idx.owner);
     if (idx.ips.empty()) {
-        if (int fd = owners_fd(false); fd >= 0) fs::remove_at(fd, name, own_path("owners/" + name));
+        if (int fd = owners_fd(false); fd >= 0) base::fs::remove_at(fd, name, own_path("owners/" + name));
         return;
     }
     int fd = owners_fd(true);
     const std::string text = format_index(idx);
     if (text.size() <= 4096) {
-        fs::write_in_place(fd, name, text, own_path("owners/" + name));
+        base::fs::write_in_place(fd, name, text, own_path("owners/" + name));
         return;
     }
     // Bigger than a page (thousands of addresses): a temp file renamed over it.
     const std::string tmp = "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(seq_++);
-    fs::create_file(tmp_fd(), tmp, text, own_path("tmp/" + tmp), false);
+    base::fs::create_file(tmp_fd(), tmp, text, own_path("tmp/" + tmp), false);
     if (::renameat(tmp_fd(), tmp.c_str(), fd, name.c_str()) != 0) {
         int err = errno;
-        fs::remove_at(tmp_fd(), tmp, own_path("tmp/" + tmp));
-        fs::fail_io("replace", own_path("owners/" + name), err);
+        base::fs::remove_at(tmp_fd(), tmp, own_path("tmp/" + tmp));
+        base::fs::fail_io("replace", own_path("owners/" + name), err);
     }
 }
 

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "cni/error.h"
+#include "ipam/error.h"
 #include "ipam/allocator.h"
 #include "ipam/disk_store.h"
 #include "ipam/gc.h"
@@ -22,11 +22,11 @@ namespace {
 
 // The network name becomes a directory under dataDir; it must stay one level down.
 void check_network_name(const std::string& n) {
-    if (n.empty()) cni::fail_config("name: must not be empty (it names the IPAM store directory)");
-    if (n == "." || n == "..") cni::fail_config("name: '" + n + "' cannot name the IPAM store directory");
-    if (n.find('/') != std::string::npos) cni::fail_config("name: '" + n + "' must not contain '/'");
-    if (n.find('\0') != std::string::npos) cni::fail_config("name: must not contain a NUL byte");
-    if (n.size() > 255) cni::fail_config("name: longer than 255 bytes");
+    if (n.empty()) fail_invalid("name: must not be empty (it names the IPAM store directory)");
+    if (n == "." || n == "..") fail_invalid("name: '" + n + "' cannot name the IPAM store directory");
+    if (n.find('/') != std::string::npos) fail_invalid("name: '" + n + "' must not contain '/'");
+    if (n.find('\0') != std::string::npos) fail_invalid("name: must not contain a NUL byte");
+    if (n.size() > 255) fail_invalid("name: longer than 255 bytes");
 }
 
 // The reference trims the container id before writing and matching; so do we.
@@ -66,7 +66,7 @@ void with_existing(const HostLocal& h, const Config& cfg, bool durable, F&& f) {
     std::optional<DiskStore> store;
     try {
         store.emplace(h.dir(), h.own_dir(), cfg.lock_timeout, durable, DiskStore::Mode::Existing);
-    } catch (const cni::Error& e) {
+    } catch (const base::Error& e) {
         if (e.sys_errno == ENOENT) return;
         throw;
     }
@@ -123,7 +123,7 @@ std::vector<Reservation> HostLocal::find(const Owner& owner) {
     std::vector<Reservation> held;
     with_existing(*this, cfg_, false, [&](DiskStore& store) { held = store.find(normalized(owner)); });
     if (held.empty())
-        throw cni::Error(cni::kCheckFailed, "no address is reserved for container '" + owner.container_id +
+        throw Error(Error::Kind::NotReserved, "no address is reserved for container '" + owner.container_id +
                                                 "' interface '" + owner.ifname + "' in '" + dir() + "'");
     return held;
 }
@@ -148,18 +148,22 @@ void HostLocal::status() {
         while (::stat(p.c_str(), &st) != 0 && errno == ENOENT && p.size() > 1)
             p = p.substr(0, std::max<size_t>(p.find_last_of('/'), 1));
         if (!S_ISDIR(st.st_mode))
-            throw cni::Error(cni::kNotAvailable, "store directory '" + dir() + "' cannot be created: '" + p +
+            throw Error(Error::Kind::Unavailable, "store directory '" + dir() + "' cannot be created: '" + p +
                                                      "' is not a directory", {}, ENOTDIR);
         if (::access(p.c_str(), W_OK) != 0)
-            throw cni::Error(cni::kNotAvailable, "store directory '" + dir() + "' cannot be created: '" + p +
+            throw Error(Error::Kind::Unavailable, "store directory '" + dir() + "' cannot be created: '" + p +
                                                      "' is not writable", {}, errno);
         return;
     }
     try {
         with_existing(*this, cfg_, false, [&](DiskStore& store) { check_status(store, cfg_.ranges, dir()); });
-    } catch (const cni::Error& e) {
-        if (e.code == cni::kTryAgainLater || e.code == cni::kNotAvailable) throw;
-        throw cni::Error(cni::kNotAvailable, "store directory '" + dir() + "' is not usable: " + e.what(), {}, e.sys_errno);
+    } catch (const base::LockTimeout&) {
+        throw;
+    } catch (const Error& e) {
+        if (e.kind == Error::Kind::Unavailable) throw;
+        throw Error(Error::Kind::Unavailable, "store directory '" + dir() + "' is not usable: " + e.what(), {}, e.sys_errno);
+    } catch (const base::Error& e) {
+        throw Error(Error::Kind::Unavailable, "store directory '" + dir() + "' is not usable: " + e.what(), {}, e.sys_errno);
     }
 }
 

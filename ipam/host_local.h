@@ -33,7 +33,7 @@ struct Config {
 };
 
 /// Parses the "ipam" object of a network config. `whole` is the full config (for
-/// runtimeConfig.ipRanges). Every error is cni::Error code 7 whose message names the key
+/// runtimeConfig.ipRanges). Every error is ipam::Error Invalid whose message names the key
 /// by its path, e.g. "ipam.ranges[0][0].subnet: ...". `cni_version` drives the
 /// "at most one v4 and one v6 set before 0.3.0" rule.
 Config parse_config(const nlohmann::json& whole, const std::string& cni_version);

@@ -9,7 +9,7 @@
 namespace ipam {
 
 /// Holds an exclusive flock for its lifetime. Waits at most `timeout` for it, then
-/// throws cni::Error code 11 (try again later) naming the lock file.
+/// throws base::LockTimeout naming the lock file.
 class FileLock {
 public:
     FileLock(const std::string& path, std::chrono::milliseconds timeout);

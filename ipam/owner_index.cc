@@ -1,4 +1,5 @@
 #include "ipam/owner_index.h"
+#include "base/hash.h"
 
 #include <cctype>
 #include <cstdint>
@@ -45,11 +46,6 @@ std::optional<std::string> unescape(std::string_view s) {
     return out;
 }
 
-uint64_t fnv1a(std::string_view s, uint64_t h) {
-    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-    return h;
-}
-
 }  // namespace
 
 std::string index_file_name(const Owner& o) {
@@ -59,8 +55,8 @@ std::string index_file_name(const Owner& o) {
     // hint useless (the owner line inside would not match), never wrong.
     std::string key = o.container_id + '\0' + o.ifname;
     char buf[40];
-    std::snprintf(buf, sizeof buf, "h-%016llx%016llx", static_cast<unsigned long long>(fnv1a(key, 0xcbf29ce484222325ULL)),
-                  static_cast<unsigned long long>(fnv1a(key, 0x84222325cbf29ce4ULL)));
+    std::snprintf(buf, sizeof buf, "h-%016llx%016llx", static_cast<unsigned long long>(base::fnv1a64(key)),
+                  static_cast<unsigned long long>(base::fnv1a64(key, 0x84222325cbf29ce4ULL)));
     return buf;
 }
 

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "cni/error.h"
+#include "ipam/error.h"
 #include "base/fd.h"
 
 namespace ipam {
@@ -30,7 +30,7 @@ void apply(base::Dns& dns, const std::vector<std::string>& w) {
 }
 
 [[noreturn]] void unreadable(const std::string& path, int err) {
-    throw cni::Error(cni::kInvalidConfig, "ipam.resolvConf: failed to read '" + path + "': " + std::strerror(err), {}, err);
+    throw Error(Error::Kind::Invalid, "ipam.resolvConf: failed to read '" + path + "': " + std::strerror(err), {}, err);
 }
 
 // The whole file; symlinks are followed (/etc/resolv.conf usually is one). Capped,

@@ -8,7 +8,7 @@ namespace ipam {
 
 /// nameserver lines append, the last domain wins, search and options append every
 /// word; lines starting with '#' or ';' are comments. An unreadable file is
-/// cni::Error code 7 naming it.
+/// ipam::Error Invalid naming it.
 base::Dns parse_resolv_conf(const std::string& path);
 
 }  // namespace ipam

@@ -7,7 +7,7 @@
 
 namespace ipam {
 
-/// Throws cni::Error code 50 when the store cannot be written or a range set has no
+/// Throws ipam::Error Unavailable when the store cannot be written or a range set has no
 /// free address left (any address without a reservation, gateways excluded).
 void check_status(Store& store, const std::vector<RangeSet>& sets, const std::string& dir);
 

@@ -41,4 +41,12 @@ std::string count_text(unsigned __int128 v) {
     return std::to_string(static_cast<unsigned long long>(v));
 }
 
+unsigned __int128 free_addresses(unsigned __int128 size, unsigned __int128 held) { return size > held ? size - held : 0; }
+
+unsigned __int128 free_after_allocation(const SetUsage& u, const std::string& container_id, const std::string& ifname) {
+    bool mine = false;
+    for (auto& r : u.held) mine = mine || (!container_id.empty() && r.container_id == container_id && r.ifname == ifname);
+    return free_addresses(u.size, static_cast<unsigned __int128>(u.held.size()) + (mine ? 0 : 1));
+}
+
 }  // namespace ipam

@@ -16,6 +16,14 @@ struct SetUsage {
 
 std::vector<SetUsage> pool_usage(const Config& cfg, const std::string& network);
 
+/// Addresses of a set that nobody holds.
+unsigned __int128 free_addresses(unsigned __int128 size, unsigned __int128 held);
+
+/// Free addresses of a set once the attachment (container_id, ifname) has one there: one
+/// fewer unless it already holds one (a retried ADD, a CHECK). An empty container_id is
+/// nobody yet.
+unsigned __int128 free_after_allocation(const SetUsage& u, const std::string& container_id, const std::string& ifname);
+
 /// "12", or "more than 2^62" for pools no label or number should carry in full.
 std::string count_text(unsigned __int128 v);
 

@@ -16,7 +16,7 @@
 #include <memory>
 #include <system_error>
 
-#include "cni/error.h"
+#include "netns/error.h"
 #include "netns/mnl.h"
 
 using namespace netns::mnl;   // the libmnl-compatible helpers
@@ -66,7 +66,7 @@ public:
     void ip(uint16_t type, const base::IpAddr& a) { put(type, a.b.data(), a.size()); }
     void mac(uint16_t type, const std::string& s) {
         auto b = parse_mac(s);
-        if (!b) cni::fail_config("invalid MAC address " + quoted(s));
+        if (!b) netns::fail_invalid("invalid MAC address " + quoted(s));
         put(type, b->data(), b->size());
     }
     nlattr* nest_start(uint16_t type) {
@@ -77,7 +77,7 @@ public:
     void nest_end(nlattr* a) { mnl_attr_nest_end(nlh_, a); }
 
 private:
-    [[noreturn]] static void overflow() { cni::fail_internal("netlink request does not fit in its buffer"); }
+    [[noreturn]] static void overflow() { netns::fail("netlink request does not fit in its buffer"); }
 
     alignas(nlmsghdr) char buf_[kMsgBufferSize];
     nlmsghdr* nlh_;
@@ -301,7 +301,7 @@ struct Socket::Impl {
     [[noreturn]] static void fail(const std::string& what, const Reply& r) {
         std::string msg = "failed to " + what + ": " + errno_text(r.err);
         if (!r.extack.empty()) msg += ": " + r.extack;
-        throw cni::Error(cni::kInternal, msg, {}, r.err);
+        throw netns::Error(netns::Error::Kind::Failed, msg, {}, r.err);
     }
 
     /// Runs a dump, retrying from scratch while the kernel reports it as interrupted.
@@ -316,7 +316,7 @@ struct Socket::Impl {
             if (r.err) fail(what, r);
             if (!r.interrupted) return out;
         }
-        throw cni::Error(cni::kInternal,
+        throw netns::Error(netns::Error::Kind::Failed,
                          "failed to " + what + ": dump interrupted by concurrent changes " +
                              std::to_string(kMaxDumpAttempts) + " times",
                          {}, EINTR);
@@ -337,7 +337,7 @@ struct Socket::Impl {
     std::string label(int index) {
         try {
             if (auto l = get_link(index, {})) return quoted(l->name);
-        } catch (const cni::Error&) {
+        } catch (const base::Error&) {
         }
         return quoted("#" + std::to_string(index));
     }
@@ -366,7 +366,7 @@ Socket::Socket() : impl_(new Impl) {
         int err = errno;
         if (impl_->nl) mnl_socket_close(impl_->nl);
         delete impl_;
-        throw cni::Error(cni::kInternal, std::string("failed to ") + what + " netlink socket: " + errno_text(err),
+        throw netns::Error(netns::Error::Kind::Failed, std::string("failed to ") + what + " netlink socket: " + errno_text(err),
                          {}, err);
     };
     impl_->nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
@@ -447,8 +447,8 @@ Link Socket::ensure_bridge(const std::string& name, std::optional<int> mtu) {
     }
     impl_->call(m, "create bridge " + quoted(name), {EEXIST});
     auto link = get_link(name);
-    if (!link) cni::fail_internal("bridge " + quoted(name) + " vanished right after creation", ENODEV);
-    if (link->kind != "bridge") cni::fail_config(quoted(name) + " already exists but is not a bridge");
+    if (!link) netns::fail("bridge " + quoted(name) + " vanished right after creation", ENODEV);
+    if (link->kind != "bridge") netns::fail_invalid(quoted(name) + " already exists but is not a bridge");
     return *link;
 }
 
@@ -589,7 +589,7 @@ namespace {
 /// rtmsg + the attributes that identify a route (shared by add and delete).
 void put_route(Msg& m, const RouteSpec& r) {
     int family = r.dst.addr.family ? r.dst.addr.family : r.gw ? r.gw->family : 0;
-    if (family != AF_INET && family != AF_INET6) cni::fail_config("route has no address family");
+    if (family != AF_INET && family != AF_INET6) netns::fail_invalid("route has no address family");
     auto* rtm = m.header<rtmsg>();
     rtm->rtm_family = family;
     rtm->rtm_dst_len = r.dst.prefix;
@@ -663,6 +663,14 @@ std::optional<std::vector<uint8_t>> parse_mac(const std::string& s) {
         out.push_back(uint8_t(hi << 4 | lo));
     }
     return out;
+}
+
+std::optional<std::string> default_route_interface(Socket& s) {
+    for (int family : {AF_INET, AF_INET6})
+        for (auto& r : s.list_routes(family))
+            if (r.dst.prefix == 0 && r.oif)
+                if (auto l = s.get_link(r.oif)) return l->name;
+    return std::nullopt;
 }
 
 }  // namespace netns::nl

@@ -1,5 +1,5 @@
 // A thin rtnetlink client over libmnl. One request at a time, always with NLM_F_ACK;
-// a kernel error becomes cni::Error carrying errno (sys_errno) and the kernel's own
+// a kernel error becomes netns::Error carrying errno (sys_errno) and the kernel's own
 // extended-ack text. The socket lives in the netns of the thread that created it.
 #pragma once
 #include <cstdint>
@@ -129,5 +129,9 @@ private:
 
 /// "aa:bb:cc:dd:ee:ff" -> 6 bytes; nullopt if malformed. Also used by config validation.
 std::optional<std::vector<uint8_t>> parse_mac(const std::string& s);
+
+/// The interface of the node's first default route (IPv4, then IPv6), as the reference
+/// macvlan plugin picks a master when none is configured.
+std::optional<std::string> default_route_interface(Socket& s);
 
 }  // namespace netns::nl

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <system_error>
 
-#include "cni/error.h"
+#include "netns/error.h"
 
 namespace netns {
 namespace {
@@ -27,12 +27,12 @@ std::string errno_text(int err) { return std::generic_category().message(err); }
 
 [[noreturn]] void fail_open(const std::string& path, int err) {
     // A missing path is its own case: DEL treats a netns that is already gone as done.
-    if (err == ENOENT) throw cni::Error(cni::kInvalidNetns, "netns '" + path + "' does not exist", {}, ENOENT);
-    throw cni::Error(cni::kInvalidNetns, "failed to open netns '" + path + "': " + errno_text(err), {}, err);
+    if (err == ENOENT) throw netns::Error(netns::Error::Kind::NoNamespace, "netns '" + path + "' does not exist", {}, ENOENT);
+    throw netns::Error(netns::Error::Kind::NoNamespace, "failed to open netns '" + path + "': " + errno_text(err), {}, err);
 }
 
 [[noreturn]] void fail_not_netns(const std::string& path) {
-    throw cni::Error(cni::kInvalidNetns, "'" + path + "' is not a network namespace");
+    throw netns::Error(netns::Error::Kind::NoNamespace, "'" + path + "' is not a network namespace");
 }
 
 }  // namespace
@@ -66,7 +66,7 @@ Handle Handle::current() {
     h.fd_ = base::UniqueFd(::open(kThreadNetns, O_RDONLY | O_CLOEXEC));
     if (!h.fd_) {
         int err = errno;
-        throw cni::Error(cni::kInternal, "failed to open current netns: " + errno_text(err), {}, err);
+        throw netns::Error(netns::Error::Kind::Failed, "failed to open current netns: " + errno_text(err), {}, err);
     }
     return h;
 }
@@ -81,11 +81,11 @@ Guard::Guard(const Handle& target) {
     saved_ = base::UniqueFd(::open(kThreadNetns, O_RDONLY | O_CLOEXEC));
     if (!saved_) {
         int err = errno;
-        throw cni::Error(cni::kInternal, "failed to open current netns: " + errno_text(err), {}, err);
+        throw netns::Error(netns::Error::Kind::Failed, "failed to open current netns: " + errno_text(err), {}, err);
     }
     if (::setns(target.fd(), CLONE_NEWNET) < 0) {
         int err = errno;
-        throw cni::Error(cni::kInvalidNetns, "failed to enter netns '" + target.path() + "': " + errno_text(err), {},
+        throw netns::Error(netns::Error::Kind::NoNamespace, "failed to enter netns '" + target.path() + "': " + errno_text(err), {},
                          err);
     }
 }

@@ -11,7 +11,7 @@ namespace netns {
 /// An open network namespace (O_RDONLY|O_CLOEXEC fd on an nsfs/procfs path).
 class Handle {
 public:
-    /// Throws cni::Error code 8 (kInvalidNetns) when the path is not a namespace, and
+    /// Throws netns::Error NoNamespace when the path is not a namespace, and
     /// sets sys_errno = ENOENT when the path does not exist (DEL treats that as "gone").
     static Handle open(const std::string& path);
     /// The namespace of the calling thread.

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <system_error>
 
-#include "cni/error.h"
+#include "netns/error.h"
 #include "base/fd.h"
 
 namespace netns::sysctl {
@@ -17,12 +17,12 @@ namespace {
 std::string path_of(const std::string& name) {
     // Names may come from user config; never let "../" walk out of /proc/sys.
     if (name.empty() || name.front() == '/' || ("/" + name + "/").find("/../") != std::string::npos)
-        cni::fail_config("invalid sysctl name '" + name + "'");
+        netns::fail_invalid("invalid sysctl name '" + name + "'");
     return "/proc/sys/" + name;
 }
 
 [[noreturn]] void fail(const std::string& what, int err) {
-    throw cni::Error(cni::kInternal, "failed to " + what + ": " + std::generic_category().message(err), {}, err);
+    throw netns::Error(netns::Error::Kind::Failed, "failed to " + what + ": " + std::generic_category().message(err), {}, err);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace netns::sysctl {
 
 /// Value without the trailing newline; nullopt when the key does not exist.
 std::optional<std::string> get(const std::string& name);
-/// Throws cni::Error (internal, with errno) on failure.
+/// Throws netns::Error Failed (with errno) on failure.
 void set(const std::string& name, const std::string& value);
 /// Writes only when the current value differs (avoids needless writes to host-wide keys).
 void ensure(const std::string& name, const std::string& value);

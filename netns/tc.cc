@@ -27,7 +27,7 @@
 #include <netlink/socket.h>
 #include <netlink/utils.h>
 
-#include "cni/error.h"
+#include "netns/error.h"
 
 // The static release binary defers libnl's start-up registrations (cni/static_guards.cc);
 // other builds run them from libnl's constructors and have no such function.
@@ -59,7 +59,7 @@ constexpr uint64_t kIntMax = 0x7fffffff;   // libnl's tbf setters take int
 
 template <class T>
 T* alloc(T* p, const char* what) {
-    if (!p) throw cni::Error(cni::kInternal, std::string("tc: out of memory allocating ") + what, {}, ENOMEM);
+    if (!p) throw netns::Error(netns::Error::Kind::Failed, std::string("tc: out of memory allocating ") + what, {}, ENOMEM);
     return p;
 }
 
@@ -145,13 +145,13 @@ void Conn::fail(const std::string& what, int err) const {
         if (!kernel_.extack.empty()) msg += ": " + kernel_.extack;
         msg += ")";
     }
-    throw cni::Error(cni::kInternal, msg, {}, kernel_.err);
+    throw netns::Error(netns::Error::Kind::Failed, msg, {}, kernel_.err);
 }
 
 void set_kind(rtnl_tc* obj, const char* kind) {
     // Fails only when libnl's module for the kind is not registered.
     if (int err = rtnl_tc_set_kind(obj, kind); err < 0)
-        throw cni::Error(cni::kInternal, std::string("tc: libnl has no '") + kind + "' module: " + nl_geterror(err));
+        throw netns::Error(netns::Error::Kind::Failed, std::string("tc: libnl has no '") + kind + "' module: " + nl_geterror(err));
 }
 
 /// The link named `dev`, or null when there is none.
@@ -165,7 +165,7 @@ Link find_link(Conn& c, const std::string& dev) {
 
 Link require_link(Conn& c, const std::string& dev) {
     Link l = find_link(c, dev);
-    if (!l) throw cni::Error(cni::kInternal, "tc: device '" + dev + "' does not exist", {}, ENODEV);
+    if (!l) throw netns::Error(netns::Error::Kind::Failed, "tc: device '" + dev + "' does not exist", {}, ENODEV);
     return l;
 }
 
@@ -188,7 +188,7 @@ uint64_t max_bucket(uint64_t rate) {
 
 TbfParams tbf_params(const Tbf& t, const std::string& dev) {
     if (t.rate_bps < 8 || t.rate_bps > kMaxRateBps)
-        throw cni::Error(cni::kInternal, "tc: cannot shape '" + dev + "' at " + std::to_string(t.rate_bps) +
+        throw netns::Error(netns::Error::Kind::Failed, "tc: cannot shape '" + dev + "' at " + std::to_string(t.rate_bps) +
                                              " bits/s: a tbf takes 8 to " + std::to_string(kMaxRateBps) + " bits/s");
     TbfParams p;
     p.rate = t.rate_bps / 8;

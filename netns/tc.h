@@ -4,7 +4,7 @@
 // acts in the network namespace of the calling thread (its socket is opened there), so
 // a netns guard decides where.
 //
-// Errors are cni::Error code 999 (kInternal) naming the object and the device, e.g.
+// Errors are netns::Error Failed naming the object and the device, e.g.
 // "tc: cannot add a tbf qdisc on 'veth1': Object exists (File exists: Exclusivity flag on,
 // cannot modify)": libnl's text, then the kernel's errno text and extended ack. sys_errno
 // is the kernel's errno when the kernel refused (ENODEV for a missing device).

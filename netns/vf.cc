@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cni/error.h"
+#include "netns/error.h"
 #include "netns/mnl.h"
 
 using namespace netns::mnl;   // the libmnl-compatible helpers
@@ -62,7 +62,7 @@ public:
     }
 
 private:
-    [[noreturn]] static void overflow() { cni::fail_internal("VF netlink request does not fit in its buffer"); }
+    [[noreturn]] static void overflow() { netns::fail("VF netlink request does not fit in its buffer"); }
     std::vector<uint8_t> buf_;
     nlmsghdr* nlh_;
 };
@@ -126,7 +126,7 @@ VfConfig parse_vf_info(const nlattr* info, size_t mac_len, int& index) {
 
 int pf_index(nl::Socket& s, const std::string& pf) {
     auto l = s.get_link(pf);
-    if (!l) throw cni::Error(cni::kInternal, "PF '" + pf + "' not found in the node netns", {}, ENODEV);
+    if (!l) throw netns::Error(netns::Error::Kind::Failed, "PF '" + pf + "' not found in the node netns", {}, ENODEV);
     return l->index;
 }
 
@@ -225,7 +225,7 @@ std::string link_state_name(uint32_t state) {
 }
 
 std::vector<uint8_t> build_set(int pf_index, int vf, Setting s, const VfConfig& c) {
-    if (!has(c, s)) cni::fail_internal(std::string("no value for VF setting ") + setting_name(s));
+    if (!has(c, s)) netns::fail(std::string("no value for VF setting ") + setting_name(s));
     Request m(RTM_SETLINK, 0);
     m.ifinfo()->ifi_index = pf_index;
     nlattr* list = m.nest(IFLA_VFINFO_LIST);
@@ -245,7 +245,7 @@ std::vector<uint8_t> build_set(int pf_index, int vf, Setting s, const VfConfig& 
         }
         case Setting::Mac: {
             auto bytes = nl::parse_mac(*c.mac);
-            if (!bytes) cni::fail_config("invalid MAC address '" + *c.mac + "'");
+            if (!bytes) netns::fail_invalid("invalid MAC address '" + *c.mac + "'");
             ifla_vf_mac v{};
             v.vf = n;
             std::memcpy(v.mac, bytes->data(), bytes->size());
@@ -317,7 +317,7 @@ std::optional<nl::Link> find_by_parent(nl::Socket& s, const std::string& pci) {
         if (!l.kind.empty()) continue;   // virtual links have no PCI parent
         try {
             if (parent_device(s, l.index) == pci) return l;
-        } catch (const cni::Error&) {
+        } catch (const base::Error&) {
             // the link went away meanwhile
         }
     }

@@ -71,7 +71,7 @@ public:
     /// VF `vf`'s current settings on PF `pf` (in the calling thread's netns); nullopt
     /// when the PF reports no VF info for it (no SR-IOV PF, or no such VF).
     virtual std::optional<VfConfig> get(const std::string& pf, int vf) = 0;
-    /// Changes one setting; throws cni::Error "failed to set <setting> of VF <n> on PF
+    /// Changes one setting; throws netns::Error "failed to set <setting> of VF <n> on PF
     /// '<pf>': <errno text>[: <extack>]" with the errno kept.
     virtual void set(const std::string& pf, int vf, Setting s, const VfConfig& c) = 0;
 };

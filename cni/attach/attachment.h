@@ -5,22 +5,14 @@
 
 #include "base/cleanup.h"
 #include "cni/error.h"
-#include "cni/env.h"
+#include "cni/context.h"
+#include "cni/placement/placement.h"
 #include "cni/records.h"
 #include "cni/result.h"
 #include "conf/netconf.h"
 #include "netns/netns.h"
 
 namespace cni {
-
-struct Context {
-    const Env& env;
-    const conf::NetConf& conf;
-    const netns::Handle& host;                ///< the netns the plugin was started in
-    const netns::Handle* pod = nullptr;       ///< nullptr on DEL when the netns is gone
-    /// GC only: attachment records of this network whose owner is not in the valid list.
-    const std::vector<Record>* stale = nullptr;
-};
 
 /// One attachment kind: everything topocni knows about one way to attach a pod, in one
 /// file each (veth.cc, macvlan.cc, sriov.cc, delegate.cc): its config keys, read and
@@ -35,6 +27,12 @@ public:
     /// The IPAM object the attachment draws from, and the key it is under.
     virtual const nlohmann::json* ipam_config(const conf::NetConf& c) const;
     virtual std::string ipam_key() const { return "ipam"; }
+    /// Placement: the device the attachment uses on the node (see pci_device and
+    /// master_device), and the host-local pool it draws from, if any.
+    virtual Device device(const conf::NetConf& c) const = 0;
+    virtual std::optional<ipam::Config> pool(const conf::NetConf& c) const { return c.host_local; }
+    /// Records: the link named when the device shares none (a veth's bridge).
+    virtual std::string unshared_link() const { return ""; }
     /// ADD and CHECK: what needs the node but changes nothing (the interface name is free,
     /// the master exists, the MTU fits...).
     virtual void preflight(Context&) {}
@@ -54,6 +52,19 @@ public:
     /// STATUS, after IPAM's: a delegate asks its plugin.
     virtual void status(Context&) {}
 };
+
+/// What placement asks of the attachment (cni/placement/placement.h), answered by its kind.
+Subject placement_subject(const conf::NetConf& c, const Attachment& kind);
+
+/// For kinds' device(): a PCI device (a VF) by address, labelled from sysfs; a master
+/// interface on the node (none given and `default_route`: the interface of the node's
+/// default route); `what` names the kind in the reasons there is none. `link_kind` is
+/// the kind of link counted on the master.
+Device pci_device(const std::string& pci, const std::string& sysfs);
+Device master_device(std::optional<std::string> master, const std::string& what, bool default_route, bool in_pod,
+                     const std::string& link_kind);
+/// The VF a config names: deviceID, pciBusID, runtimeConfig.deviceID (as given).
+std::optional<std::string> device_id_in(const nlohmann::json& j);
 
 /// ADD, for kinds that run topocni's IPAM: IPAM's addresses (on the pod interface the
 /// kind created, when there is one), routes and dns, the config's dns over IPAM's.
@@ -91,8 +102,8 @@ Keys read_keys(conf::NetConf& c, conf::Purpose purpose, Read read) {
     if (purpose != conf::Purpose::Teardown) return read();
     try {
         return read();
-    } catch (const Error& e) {
-        if (e.code != kInvalidConfig) throw;
+    } catch (const base::Error& e) {
+        if (code_of(e) != kInvalidConfig) throw;
         c.ignored.push_back(e.what());
         return Keys{};
     }

@@ -64,6 +64,34 @@ public:
 
     void preflight(Context& ctx) override { find_plugin(ctx.env.path, type(), "delegate.type"); }
 
+    // Multus puts the device of a NAD's resourceName into the config it passes us; a
+    // macvlan or ipvlan delegate without a master takes the default route's, as it would.
+    Device device(const conf::NetConf& c) const override {
+        std::string t = type();
+        if (auto pci = device_id_in(c.raw)) return pci_device(*pci, c.sysfs_root);
+        if (auto pci = device_id_in(keys_)) return pci_device(*pci, c.sysfs_root);
+        bool lower = t == "macvlan" || t == "ipvlan";
+        std::optional<std::string> master;
+        if (auto* m = conf::member(keys_, "master"); m && m->is_string() && !m->get<std::string>().empty())
+            master = m->get<std::string>();
+        bool in_pod = keys_.is_object() && keys_.value("linkInContainer", json(false)) == json(true);
+        return master_device(master, "delegate '" + t + "'", lower, in_pod, lower ? t : "macvlan");
+    }
+
+    // host-local in delegate.ipam, read as the wrapped plugin's host-local would read it.
+    std::optional<ipam::Config> pool(const conf::NetConf& c) const override {
+        auto* ipam = conf::member(keys_, "ipam");
+        if (!ipam || ipam->value("type", json("")) != json("host-local")) return std::nullopt;
+        json whole = keys_;
+        whole["name"] = c.name;
+        if (auto rc = c.raw.find("runtimeConfig"); rc != c.raw.end()) whole["runtimeConfig"] = *rc;
+        try {
+            return ipam::parse_config(whole, c.cni_version);
+        } catch (const base::Error& e) {
+            throw Error(code_of(e), std::string("delegate.") + e.what(), e.details);
+        }
+    }
+
     // The record (written by the verb before this) says the delegate got this ADD: a DEL
     // the delegate fails for an attachment it never saw (one we refused) is then not the
     // runtime's problem. It stays when the delegate fails too: that ADD may have changed
@@ -87,7 +115,7 @@ public:
         bool delegated = read_record(c.state_dir, c.name, ctx.env.container_id, ctx.env.ifname).has_value();
         try {
             forward(ctx);
-        } catch (const Error& e) {
+        } catch (const base::Error& e) {
             if (delegated) throw;
             base::log::warn(std::string(e.what()) + " (ignored: the delegate never got an ADD for this attachment)");
         }
@@ -120,7 +148,7 @@ private:
             throw Error(kDecodingFailure, "delegate plugin '" + type() + "' printed no JSON result", out.substr(0, 512));
         try {
             return result_from_json(j, "delegate result");
-        } catch (const Error& e) {
+        } catch (const base::Error& e) {
             throw Error(kDecodingFailure, "delegate plugin '" + type() + "' result: " + e.what(), out.substr(0, 512));
         }
     }

@@ -4,19 +4,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/hash.h"
 #include "netns/netlink.h"
 
 namespace cni {
 
 namespace {
-// FNV-1a 64: tiny, stable across versions and platforms (unlike std::hash).
 uint64_t attachment_hash(const std::string& container_id, const std::string& ifname) {
-    uint64_t h = 1469598103934665603ull;
-    auto mix = [&](const std::string& s) { for (unsigned char ch : s) { h ^= ch; h *= 1099511628211ull; } };
-    mix(container_id);
-    mix(std::string(1, '\0'));
-    mix(ifname);
-    return h;
+    return base::fnv1a64(container_id + '\0' + ifname, base::kNameSeed);
 }
 }  // namespace
 

@@ -6,6 +6,8 @@
 #include "cni/result.h"
 #include "cni/version.h"
 #include "conf/fields.h"
+#include "netns/netlink.h"
+#include "netns/sysfs.h"
 
 namespace cni {
 
@@ -97,6 +99,59 @@ Network read_network(const std::string& text, const conf::ArgsView& args, conf::
 
 conf::NetConf parse_config(const std::string& text, const conf::ArgsView& args, conf::Purpose purpose) {
     return read_network(text, args, purpose).conf;
+}
+
+Subject placement_subject(const conf::NetConf& c, const Attachment& kind) {
+    return {[&c, &kind] { return kind.device(c); }, [&c, &kind] { return kind.pool(c); }, kind.unshared_link()};
+}
+
+std::optional<std::string> device_id_in(const nlohmann::json& j) {
+    auto text = [&](const nlohmann::json* v) -> std::optional<std::string> {
+        if (!v || !v->is_string() || v->get<std::string>().empty()) return std::nullopt;
+        return v->get<std::string>();
+    };
+    if (auto v = text(conf::member(j, "deviceID"))) return v;
+    if (auto v = text(conf::member(j, "pciBusID"))) return v;
+    if (auto* rc = conf::member(j, "runtimeConfig"); rc && rc->is_object()) return text(conf::member_ci(*rc, "deviceID"));
+    return std::nullopt;
+}
+
+Device pci_device(const std::string& pci, const std::string& sysfs) {
+    Device d;
+    if (!netns::sysfs::is_pci_address(pci)) {
+        d.none_why = "deviceID '" + pci + "' is not a PCI address";
+        return d;
+    }
+    d.kind = Device::Kind::Pci;
+    d.name = pci;
+    d.label = (netns::sysfs::Tree(sysfs).physfn(pci) ? "VF " : "PCI device ") + pci;
+    return d;
+}
+
+Device master_device(std::optional<std::string> master, const std::string& what, bool default_route, bool in_pod,
+                     const std::string& link_kind) {
+    Device d;
+    d.link_kind = link_kind;
+    if (!master && default_route) {
+        netns::nl::Socket s;
+        master = netns::nl::default_route_interface(s);
+        if (!master) {
+            d.none_why = what + ": no master set and the node has no default route";
+            return d;
+        }
+    }
+    if (!master) {
+        d.none_why = what + " names no device (no deviceID, pciBusID or master)";
+        return d;
+    }
+    if (in_pod) {
+        d.none_why = "master '" + *master + "' is in the pod netns (linkInContainer), out of the node's sysfs";
+        return d;
+    }
+    d.kind = Device::Kind::Master;
+    d.name = *master;
+    d.label = "master '" + *master + "'";
+    return d;
 }
 
 const Interface& expected_pod_interface(const Context& ctx, const Result& prev) {

@@ -7,6 +7,7 @@
 #include <net/if.h>
 
 #include "cni/attach/attachment.h"
+#include "base/hash.h"
 #include "cni/error.h"
 #include "base/failpoint.h"
 #include "cni/attach/ifconfig.h"
@@ -25,15 +26,6 @@ uint32_t macvlan_mode_value(const std::string& mode) {
     if (mode == "vepa") return MACVLAN_MODE_VEPA;
     if (mode == "passthru") return MACVLAN_MODE_PASSTHRU;
     return MACVLAN_MODE_BRIDGE;
-}
-
-/// The interface of the first default route (IPv4, then IPv6), like the reference.
-std::optional<std::string> default_route_interface(nl::Socket& s) {
-    for (int family : {AF_INET, AF_INET6})
-        for (auto& r : s.list_routes(family))
-            if (r.dst.prefix == 0 && r.oif)
-                if (auto l = s.get_link(r.oif)) return l->name;
-    return std::nullopt;
 }
 
 namespace {
@@ -69,6 +61,10 @@ public:
     void preflight(Context& ctx) override {
         require_ifname_free(*ctx.pod, ctx.env.ifname);
         find_master(ctx);
+    }
+
+    Device device(const conf::NetConf&) const override {
+        return master_device(keys_.master, "attachment macvlan", true, keys_.link_in_container, "macvlan");
     }
 
     std::optional<int> add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
@@ -128,12 +124,11 @@ public:
                 remove_from(pod, r.container_id, r.ifname);
             } catch (...) {}
             // A pod netns that outlived its attachment keeps the ifb that shaped it in there.
-            try { unshape_pod(r.netns, r.container_id, r.ifname); } catch (const Error&) {}
+            try { unshape_pod(r.netns, r.container_id, r.ifname); } catch (const base::Error&) {}
         }
     }
 
     void check(Context& ctx, const Result& prev) override {
-        const auto& c = ctx.conf;
         find_master(ctx);   // the master must still exist and fit the MTU
         const Interface& want = expected_pod_interface(ctx, prev);
         netns::with(*ctx.pod, [&] {
@@ -159,7 +154,7 @@ private:
             nl::Socket s;
             std::string name;
             if (keys_.master) name = *keys_.master;
-            else if (auto d = default_route_interface(s)) name = *d;
+            else if (auto d = nl::default_route_interface(s)) name = *d;
             else throw Error(kInvalidConfig, "master: not set and the node has no default route to take it from");
             auto l = s.get_link(name);
             if (!l) throw Error(kInvalidConfig, "master: interface '" + name + "' not found" +
@@ -184,8 +179,7 @@ private:
 
     static std::string temp_name(const std::string& cid, const std::string& ifname) {
         // Unique per attachment and not a name anyone would pick; 15 bytes.
-        uint64_t h = 1469598103934665603ull;
-        for (unsigned char ch : cid + "/" + ifname) { h ^= ch; h *= 1099511628211ull; }
+        uint64_t h = base::fnv1a64(cid + "/" + ifname, base::kNameSeed);
         char buf[16];
         std::snprintf(buf, sizeof buf, "tmv%012llx", static_cast<unsigned long long>(h & 0xffffffffffffull));
         return buf;

@@ -36,8 +36,8 @@
 #include "cni/pod_netns.h"
 #include "cni/records.h"
 #include "cni/attach/shaping.h"
-#include "cni/attach/state.h"
-#include "ipam/fs.h"
+#include "cni/vf_state.h"
+#include "base/files.h"
 #include "netns/netlink.h"
 #include "netns/sysctl.h"
 #include "netns/sysfs.h"
@@ -195,7 +195,7 @@ vf::VfConfig wanted_settings(const conf::NetConf& c, const SriovConf& s, const v
 /// kernels) unknown and `trust_unknown`.
 bool is_vf(nl::Socket& s, const nl::Link& l, const std::string& pci, bool trust_unknown) {
     std::optional<std::string> parent;
-    try { parent = vf::parent_device(s, l.index); } catch (const Error&) { return false; }
+    try { parent = vf::parent_device(s, l.index); } catch (const base::Error&) { return false; }
     return parent ? *parent == pci : trust_unknown;
 }
 
@@ -220,7 +220,7 @@ void set_mac_verified(nl::Socket& s, int index, const std::string& mac) {
     for (int attempt = 1;; ++attempt) {
         try {
             s.set_mac(index, mac);
-        } catch (const Error& e) {
+        } catch (const base::Error& e) {
             if (attempt >= kMacAttempts || (e.sys_errno != EBUSY && e.sys_errno != EAGAIN)) throw;
         }
         auto l = s.get_link(index);
@@ -249,8 +249,8 @@ public:
     void run(F&& step) {
         try {
             step();
-        } catch (const Error& e) {
-            if (!first_) first_ = e.code;
+        } catch (const base::Error& e) {
+            if (!first_) first_ = code_of(e);
             msgs_ += (msgs_.empty() ? "" : "; ") + std::string(e.what());
         }
     }
@@ -292,6 +292,17 @@ public:
         }
     }
 
+    Device device(const conf::NetConf& c) const override {
+        // DEL and GC may not have the keys; a deviceID that was not read is taken as given.
+        auto pci = keys_.device_id.empty() ? device_id_in(c.raw) : std::optional<std::string>(keys_.device_id);
+        if (!pci) {
+            Device d;
+            d.none_why = "attachment sriov names no device (no deviceID, pciBusID or master)";
+            return d;
+        }
+        return pci_device(*pci, c.sysfs_root);
+    }
+
     std::optional<int> add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
         const auto& c = ctx.conf;
         const std::string pci = keys_.device_id;
@@ -310,14 +321,14 @@ public:
             rec.device_info_file = keys_.device_info_file;
             // Known before the record is written, so DEL can take them away again.
             auto slash = rec.device_info_file->rfind('/');
-            rec.device_info_dirs = state::missing_dirs(rec.device_info_file->substr(0, slash ? slash : 1));
+            rec.device_info_dirs = base::fs::missing_dirs(rec.device_info_file->substr(0, slash ? slash : 1));
         }
 
         // From here on the node changes: the record goes first, so DEL can always undo.
         auto created = store.write(rec);
         undo.add("state record " + pci, [store, pci, created] {
             store.remove(pci);
-            ipam::fs::remove_dirs(created);
+            base::fs::remove_dirs(created);
         });
         base::failpoint("after-state-record");
         apply_pf_settings(rec, undo);
@@ -326,15 +337,15 @@ public:
             auto dirs = rec.device_info_dirs;
             bool mine = false;
             try {
-                mine = state::create_once(path, device_info_json(rec, tree), 0444, 0755);
-            } catch (const Error&) {
-                ipam::fs::remove_dirs(dirs);
+                mine = base::fs::create_once(path, device_info_json(rec, tree), 0444, 0755);
+            } catch (const base::Error&) {
+                base::fs::remove_dirs(dirs);
                 throw;
             }
             if (mine)
                 undo.add("device info " + path, [path, dirs] {
-                    state::remove_file(path);
-                    ipam::fs::remove_dirs(dirs);
+                    base::fs::remove_file(path);
+                    base::fs::remove_dirs(dirs);
                 });
         }
 
@@ -419,7 +430,7 @@ public:
                 if (!rec || !rec->owner.same_attachment(found.owner)) return;
                 std::optional<netns::Handle> pod;
                 if (netns_exists(rec->owner.netns)) {
-                    try { pod.emplace(netns::Handle::open(rec->owner.netns)); } catch (const Error&) {}
+                    try { pod.emplace(netns::Handle::open(rec->owner.netns)); } catch (const base::Error&) {}
                 }
                 restore(*rec, ctx.host, pod ? &*pod : nullptr, tree, store);
             });
@@ -428,7 +439,7 @@ public:
         if (ctx.stale)
             for (auto& r : *ctx.stale)
                 if (netns_exists(r.netns))
-                    try { unshape_pod(r.netns, r.container_id, r.ifname); } catch (const Error&) {}
+                    try { unshape_pod(r.netns, r.container_id, r.ifname); } catch (const base::Error&) {}
         failures.raise("failed to release SR-IOV VFs");
     }
 
@@ -530,7 +541,7 @@ private:
         }
         try {
             pf.set(pf_name, index, s, r.original);
-        } catch (const Error& e) {
+        } catch (const base::Error& e) {
             // Several drivers refuse an all-zero admin MAC (sriov-cni#115); the VF is still usable.
             if (s == vf::Setting::Mac && r.original.mac == "00:00:00:00:00:00") {
                 base::log::warn(std::string("VF ") + r.pci + ": cannot clear the admin MAC: " + e.what());
@@ -594,8 +605,8 @@ private:
         }
         if (r.device_info_file)
             failures.run([&] {
-                state::remove_file(*r.device_info_file);
-                ipam::fs::remove_dirs(r.device_info_dirs);   // each only when empty
+                base::fs::remove_file(*r.device_info_file);
+                base::fs::remove_dirs(r.device_info_dirs);   // each only when empty
             });
         failures.raise("failed to restore VF " + r.pci + " of " + r.owner.str());
         store.remove(r.pci);

@@ -52,6 +52,13 @@ public:
 
     void preflight(Context& ctx) override { require_ifname_free(*ctx.pod, ctx.env.ifname); }
 
+    Device device(const conf::NetConf&) const override {
+        Device d;
+        d.none_why = "attachment veth has no device";
+        return d;
+    }
+    std::string unshared_link() const override { return keys_.bridge.value_or(""); }
+
     std::optional<int> add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
         const auto& c = ctx.conf;
         std::string host_name = host_link_name(ctx.env.container_id, ctx.env.ifname);
@@ -100,7 +107,6 @@ public:
     }
 
     void check(Context& ctx, const Result& prev) override {
-        const auto& c = ctx.conf;
         std::string host_name = host_link_name(ctx.env.container_id, ctx.env.ifname);
         const Interface& want = expected_pod_interface(ctx, prev);
         Routing mode = keys_.bridge ? Routing::Subnet : Routing::PointToPoint;

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
         // --help is success; any usage error is 2 (CLI11's own codes would collide with
         // the plugin's error codes, e.g. 106).
         return app.exit(e) == 0 ? 0 : 2;
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
         std::fprintf(stderr, "topocni: %s%s%s\n", e.what(), e.details.empty() ? "" : ": ", e.details.c_str());
         return 1;
     } catch (const std::exception& e) {

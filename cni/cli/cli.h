@@ -1,6 +1,7 @@
 // The operator CLI: the same binary run with arguments instead of CNI_* variables.
 // Each subcommand lives in its own file and registers itself on the app.
 #pragma once
+#include <string>
 
 namespace CLI { class App; }
 
@@ -8,7 +9,7 @@ namespace cni::cli {
 
 int main(int argc, char** argv);
 
-// Registration functions, one per file (cli_exec.cc, cli_ipam.cc, cli_node_report.cc...).
+// Registration functions, one per file (exec.cc, ipam.cc, node_report.cc...).
 // Each returns nothing; the subcommand's callback sets the exit status through `status`.
 void add_version(CLI::App& app, int& status);
 void add_exec(CLI::App& app, int& status);
@@ -18,3 +19,14 @@ void add_explain(CLI::App& app, int& status);
 void add_collect(CLI::App& app, int& status);
 
 }  // namespace cni::cli
+
+namespace cni {
+
+/// `topocni explain`: prints every constraint of the config in `config_path` (a CNI
+/// config, a conflist, or a NetworkAttachmentDefinition in JSON or YAML whose spec.config
+/// holds one) with PASS/FAIL/WARN and its evidence. `pod_uid` and `node_labels_file` may
+/// be empty. Changes nothing. Returns 0 when all pass, 1 when one fails, 2 when the
+/// config cannot be read.
+int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file);
+
+}  // namespace cni

@@ -129,8 +129,8 @@ int collect(const CollectOptions& o) {
                 cmd_del(del_env(r, o), net.conf, *net.kind);
                 std::printf("deleted %s (netns %s is gone)\n", who.c_str(), r.netns.c_str());
                 ++collected;
-            } catch (const Error& e) {
-                std::fprintf(stderr, "topocni collect: %s: code %d: %s\n", who.c_str(), e.code, e.what());
+            } catch (const base::Error& e) {
+                std::fprintf(stderr, "topocni collect: %s: code %d: %s\n", who.c_str(), code_of(e), e.what());
                 ++failed;
             } catch (const std::exception& e) {   // one bad record must not stop the others
                 std::fprintf(stderr, "topocni collect: %s: %s\n", who.c_str(), e.what());

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cni/cli/cli.h"
+#include "base/hash.h"
 #include "cni/error.h"
 #include "cni/records.h"
 #include "cni/placement/yaml.h"
@@ -58,10 +59,8 @@ nlohmann::json load_config(const std::string& path) {
 }
 
 std::string default_container_id(const std::string& netns) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char ch : netns) { h ^= ch; h *= 1099511628211ull; }
     char buf[32];
-    std::snprintf(buf, sizeof buf, "topocni-%016llx", static_cast<unsigned long long>(h));
+    std::snprintf(buf, sizeof buf, "topocni-%016llx", static_cast<unsigned long long>(base::fnv1a64(netns, base::kNameSeed)));
     return buf;
 }
 

@@ -2,8 +2,92 @@
 // constraint with pass/fail and its evidence; changes nothing.
 #include <CLI/CLI.hpp>
 
+#include <iostream>
+
+#include "cni/attach/attachment.h"
+#include "base/files.h"
+#include "cni/vf_state.h"
 #include "cni/cli/cli.h"
+#include "cni/error.h"
 #include "cni/placement/placement.h"
+#include "cni/placement/yaml.h"
+
+namespace cni {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// The CNI config inside `path`: a config, a conflist (its topocni plugin), or a NAD
+/// (JSON or YAML) whose spec.config holds either.
+std::string explain_config_text(const std::string& path) {
+    auto text = base::fs::read_file(path);
+    if (!text) throw Error(kInvalidConfig, "'" + path + "' does not exist");
+    json j = parse_yaml(*text, "'" + path + "'");
+    if (!j.is_object())
+        throw Error(kInvalidConfig, "'" + path + "' is not a CNI config or a NetworkAttachmentDefinition");
+    json conf = j;
+    if (auto spec = j.find("spec"); spec != j.end()) {
+        auto cfg = spec->is_object() ? spec->find("config") : spec->end();
+        if (!spec->is_object() || cfg == spec->end())
+            throw Error(kInvalidConfig, "'" + path + "': spec.config: missing (not a NetworkAttachmentDefinition?)");
+        conf = cfg->is_string() ? json::parse(cfg->get<std::string>(), nullptr, false) : *cfg;
+        if (!conf.is_object()) throw Error(kInvalidConfig, "'" + path + "': spec.config: not a JSON object");
+    }
+    if (auto plugins = conf.find("plugins"); plugins != conf.end() && plugins->is_array()) {
+        for (auto& p : *plugins)
+            if (p.is_object() && p.value("type", "") == "topocni") {
+                json one = p;
+                if (!one.contains("cniVersion") && conf.contains("cniVersion")) one["cniVersion"] = conf["cniVersion"];
+                if (conf.contains("name")) one["name"] = conf["name"];
+                return one.dump();
+            }
+        throw Error(kInvalidConfig, "'" + path + "': the plugin list has no plugin of type topocni");
+    }
+    return conf.dump();
+}
+
+}  // namespace
+
+int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file) {
+    std::vector<Verdict> verdicts;
+    conf::NetConf c;
+    try {
+        auto net = read_network(explain_config_text(config_path), {});
+        c = net.conf;
+        verdicts = evaluate_placement(c, placement_subject(c, *net.kind), {pod_uid, "", "", nullptr},
+                                      {node_labels_file, false, true});
+    } catch (const base::Error& e) {
+        std::cerr << "topocni explain: " << e.what() << " (code " << code_of(e) << ")"
+                  << (e.details.empty() ? "" : ": " + e.details) << "\n";
+        return 2;
+    }
+    std::string node;
+    try {
+        node = c.placement ? node_name(*c.placement) : "";
+    } catch (const base::Error&) {
+        node = "?";
+    }
+    std::cout << "network '" << c.name << "' from '" << config_path << "'";
+    if (!node.empty()) std::cout << ", node '" << node << "'";
+    std::cout << ", pod " << (pod_uid.empty() ? std::string("(no --pod-uid)") : pod_uid) << "\n";
+    if (verdicts.empty()) {
+        std::cout << "no placement constraints (nodeSelector, topology)\n";
+        return 0;
+    }
+    size_t failed = 0;
+    for (auto& v : verdicts) {
+        const char* mark = !v.pass ? "FAIL" : v.warning ? "WARN" : "PASS";
+        if (!v.pass) ++failed;
+        std::cout << mark << "  " << v.constraint << ": " << v.evidence << "\n";
+    }
+    if (failed) std::cout << failed << " of " << verdicts.size() << " constraints not met\n";
+    else std::cout << "all " << verdicts.size() << " constraints met\n";
+    return failed ? 1 : 0;
+}
+
+
+}  // namespace cni
 
 namespace cni::cli {
 

@@ -19,6 +19,8 @@
 #include <sstream>
 
 #include "cni/attach/attachment.h"
+#include "cni/vf_state.h"
+#include "base/hash.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
 #include "cni/placement/ledger.h"
@@ -79,10 +81,8 @@ std::string label_name(std::string s) {
 std::string short_label(const std::string& s, size_t max) {
     std::string name = label_name(s);
     if (name.size() <= max) return name;
-    uint32_t h = 2166136261u;   // FNV-1a 32
-    for (unsigned char ch : s) { h ^= ch; h *= 16777619u; }
     char tail[10];
-    std::snprintf(tail, sizeof tail, "-%08x", h);
+    std::snprintf(tail, sizeof tail, "-%08x", base::fnv1a32(s));
     return name.substr(0, max - 9) + tail;
 }
 
@@ -146,8 +146,9 @@ void gather_records(const Options& o, Facts& f, const std::map<std::string, std:
         // The pool as the network's newest attachment configured it.
         if (!latest || !latest->config.is_object()) continue;
         try {
-            auto c = parse_config(latest->config.dump(), {});
-            auto pool = host_local_pool(c);
+            auto net = read_network(latest->config.dump(), {});
+            const auto& c = net.conf;
+            auto pool = net.kind->pool(c);
             if (!pool) continue;
             for (auto& u : ipam::pool_usage(*pool, c.name))
                 f.pools.push_back({network, u.range_set, u.size, u.held.size()});
@@ -203,8 +204,7 @@ Facts gather(const Options& o) {
         f.numa_count += n.rfind("node", 0) == 0 && n.size() > 4 && std::isdigit(n[4]);
 
     std::set<std::string> used_vfs;   // VF PCI addresses with a topocni state record
-    for (auto& file : entries(o.state_dir + "/sriov"))
-        if (file.size() > 5 && file.substr(file.size() - 5) == ".json") used_vfs.insert(file.substr(0, file.size() - 5));
+    for (auto& pci : state::VfStore(o.state_dir).pcis()) used_vfs.insert(pci);
 
     std::map<std::string, std::string> pf_names;   // PF PCI -> netdev
     std::string net = o.sysfs_root + "/class/net";
@@ -265,7 +265,7 @@ std::string render_nfd(const Facts& f) {
     // capped at 2^62 so the label value stays a number.
     std::map<std::string, unsigned __int128> free_per_network;
     for (auto& p : f.pools) {
-        unsigned __int128 free = p.size > p.used ? p.size - p.used : 0;
+        unsigned __int128 free = ipam::free_addresses(p.size, p.used);
         auto [it, fresh] = free_per_network.emplace(p.network, free);
         if (!fresh) it->second = std::min(it->second, free);
     }
@@ -355,7 +355,7 @@ std::string render_prometheus(const Facts& f) {
         Family m(out, "topocni_ipam_addresses", "gauge", "Addresses of a host-local range set, free or used.");
         for (auto& p : f.pools) {
             m.sample({{"network", p.network}, {"range_set", p.range_set}, {"state", "free"}},
-                     p.size > p.used ? p.size - p.used : static_cast<unsigned __int128>(0));
+                     ipam::free_addresses(p.size, p.used));
             m.sample({{"network", p.network}, {"range_set", p.range_set}, {"state", "used"}}, p.used);
         }
     }

@@ -12,9 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "cni/error.h"
 #include "base/log.h"
-#include "cni/attach/state.h"
+#include "cni/vf_state.h"
 #include "netns/netlink.h"
 #include "netns/sysfs.h"
 #include "netns/mnl.h"
@@ -96,7 +97,7 @@ MacvlanUse macvlans_on_master(const std::string& master, const std::string& kind
             std::optional<netns::Handle> h;
             try {
                 h = netns::Handle::open(path);
-            } catch (const Error&) {
+            } catch (const base::Error&) {
                 continue;   // not a mounted namespace (a stale file)
             }
             if (same_ns(h->fd(), seen)) continue;
@@ -112,7 +113,7 @@ MacvlanUse macvlans_on_master(const std::string& master, const std::string& kind
                         if (*node_id && **node_id == *l.link_netnsid) use.where.push_back(path + ":" + l.name);
                     }
                 });
-            } catch (const Error& e) {
+            } catch (const base::Error& e) {
                 base::log::debug("skipping netns '" + path + "' while counting macvlans: " + e.what());
             }
         }
@@ -123,27 +124,16 @@ MacvlanUse macvlans_on_master(const std::string& master, const std::string& kind
 std::vector<std::string> vfs_in_use(const std::string& state_dir, const std::string& sysfs_root,
                                     const std::string& pf_pci, const std::string& vf) {
     std::vector<std::string> out;
-    std::string dir = state_dir + "/sriov";
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return out;
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-        std::string n = e->d_name;
-        if (n.size() > 5 && n[0] != '.' && n.compare(n.size() - 5, 5, ".json") == 0) names.push_back(n);
-    }
-    ::closedir(d);
+    state::VfStore store(state_dir);
     netns::sysfs::Tree tree(sysfs_root);
-    for (auto& n : names) {
-        std::string pci = n.substr(0, n.size() - 5);
-        if (pci == vf || !netns::sysfs::is_pci_address(pci)) continue;
+    for (auto& pci : store.pcis()) {
+        if (pci == vf) continue;
+        // The record says which PF the VF was on when attached; a record that cannot be
+        // read still marks the VF as used, and sysfs says its PF.
         std::optional<std::string> pf;
         try {
-            if (auto text = state::read_file(dir + "/" + n)) {
-                auto j = nlohmann::json::parse(*text, nullptr, false);
-                if (j.is_object() && j.contains("pfPciAddress") && j["pfPciAddress"].is_string())
-                    pf = j["pfPciAddress"].get<std::string>();
-            }
-        } catch (const Error&) {
+            if (auto r = store.read(pci)) pf = r->pf_pci;
+        } catch (const base::Error&) {
         }
         if (!pf) pf = tree.physfn(pci);
         if (pf && *pf == pf_pci) out.push_back(pci);

@@ -9,10 +9,6 @@
 
 namespace cni {
 
-/// The interface of the node's first default route (defined in cni/macvlan.cc, which
-/// takes it as the macvlan master when none is configured).
-std::optional<std::string> default_route_interface(netns::nl::Socket& s);
-
 /// Where the macvlans of a master were found ("node", "/run/netns/cni-1234...").
 struct MacvlanUse {
     int index = 0;                      ///< the master's ifindex in the node netns

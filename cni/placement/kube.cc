@@ -13,8 +13,8 @@
 #include "cni/error.h"
 #include "cni/placement/https.h"
 #include "base/log.h"
-#include "cni/attach/state.h"
-#include "ipam/fs.h"
+#include "cni/vf_state.h"
+#include "base/files.h"
 #include "cni/placement/yaml.h"
 
 namespace cni::kube {
@@ -39,8 +39,8 @@ std::string dir_of(const std::string& path) {
 std::string read_whole(const std::string& what, const std::string& file) {
     std::optional<std::string> text;
     try {
-        text = state::read_file(file);
-    } catch (const Error& e) {
+        text = base::fs::read_file(file);
+    } catch (const base::Error& e) {
         bad(what, e.what());
     }
     if (!text) bad(what, "'" + file + "' does not exist");
@@ -134,12 +134,12 @@ std::string cache_path(const std::string& state_dir, const std::string& node) {
 
 std::optional<json> read_cache(const std::string& path) {
     try {
-        auto text = state::read_file(path);
+        auto text = base::fs::read_file(path);
         if (!text) return std::nullopt;
         auto j = json::parse(*text, nullptr, false);
         if (j.is_object()) return j;
         base::log::warn("ignoring unreadable node label cache '" + path + "'");
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
         base::log::warn(std::string("ignoring node label cache: ") + e.what());
     }
     return std::nullopt;
@@ -167,8 +167,8 @@ std::optional<Labels> fresh(const std::optional<json>& c, const std::string& ser
 
 void write_cache(const std::string& path, const json& j) {
     try {
-        state::write_file(path, j.dump() + "\n", 0600);
-    } catch (const Error& e) {
+        base::fs::write_file(path, j.dump() + "\n", 0600);
+    } catch (const base::Error& e) {
         base::log::warn(std::string("cannot write node label cache: ") + e.what());   // only a cache
     }
 }
@@ -291,9 +291,9 @@ https::Response api_get(const Kubeconfig& kc, const std::string& path, std::chro
                   " is not verified");
     try {
         return https::get(kc.server + path, headers, tls, timeout, kMaxResponse);
-    } catch (const Error& e) {
-        if (e.code == kTryAgainLater) throw Error(kTryAgainLater, std::string("Kubernetes API unreachable: ") + e.what());
-        throw Error(e.code, "kubeconfig '" + kc.path + "': " + e.what());
+    } catch (const base::Error& e) {
+        if (code_of(e) == kTryAgainLater) throw Error(kTryAgainLater, std::string("Kubernetes API unreachable: ") + e.what());
+        throw Error(code_of(e), "kubeconfig '" + kc.path + "': " + e.what());
     }
 }
 
@@ -363,7 +363,7 @@ std::string pod_node_name(const Kubeconfig& kc, const std::string& ns, const std
     if (node.empty())
         throw Error(kTryAgainLater, "Kubernetes API: pod '" + ns + "/" + pod + "' has no spec.nodeName (not scheduled?)");
     if (opt.write) {
-        ipam::fs::mkdir_p(opt.state_dir + "/node-labels", 0700);
+        base::fs::mkdir_p(opt.state_dir + "/node-labels", 0700);
         write_cache(file, {{"server", kc.server}, {"node", node}, {"fetchedAt", now_seconds()}});
     }
     return node;
@@ -380,7 +380,7 @@ Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const C
 
     // One fetch at a time; whoever waited finds the fresh entry (or the remembered
     // failure) and does not fetch again. The cache's directory is the lock: no lock file.
-    ipam::fs::mkdir_p(opt.state_dir + "/node-labels", 0700);
+    base::fs::mkdir_p(opt.state_dir + "/node-labels", 0700);
     state::Lock lock(opt.state_dir + "/node-labels", "the node label cache", std::chrono::seconds(10));
     auto cached = read_cache(path);
     double now = now_seconds();
@@ -405,9 +405,9 @@ Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const C
         write_cache(path, entry);
         base::log::info("fetched " + std::to_string(labels.size()) + " labels of node '" + node + "' from " + kc.server);
         return labels;
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
         entry["failedAt"] = now_seconds();
-        entry["code"] = e.code;
+        entry["code"] = code_of(e);
         entry["error"] = e.what();
         write_cache(path, entry);
         throw;

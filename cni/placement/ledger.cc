@@ -7,8 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "base/log.h"
-#include "cni/attach/state.h"
+#include "cni/vf_state.h"
 
 namespace cni::ledger {
 
@@ -45,7 +46,7 @@ std::vector<Entry> entries(const std::string& state_dir, const std::string& link
         if (name.size() < 6 || name.compare(name.size() - 5, 5, ".json") != 0) continue;   // temp files
         std::string path = dir(state_dir, link) + "/" + name;
         std::optional<std::string> text;
-        try { text = state::read_file(path); } catch (const std::exception& e) { base::log::warn(e.what()); }
+        try { text = base::fs::read_file(path); } catch (const std::exception& e) { base::log::warn(e.what()); }
         if (!text) continue;
         auto j = nlohmann::json::parse(*text, nullptr, false);
         if (!j.is_object()) {
@@ -70,18 +71,18 @@ void commit(const std::string& state_dir, const std::string& link, const Entry& 
     nlohmann::json j = {{"network", e.network},       {"containerID", e.container_id}, {"ifname", e.ifname},
                         {"egressBps", e.egress_bps},  {"ingressBps", e.ingress_bps},   {"capacityBps", e.capacity_bps},
                         {"overcommit", e.overcommit}, {"capacitySource", e.capacity_source}};
-    state::write_file(dir(state_dir, link) + "/" + file_name(e.network, e.container_id, e.ifname), j.dump() + "\n");
+    base::fs::write_file(dir(state_dir, link) + "/" + file_name(e.network, e.container_id, e.ifname), j.dump() + "\n");
 }
 
 void record_capacity(const std::string& state_dir, const std::string& link, const Entry& e) {
     nlohmann::json j = {{"capacityBps", e.capacity_bps}, {"overcommit", e.overcommit}, {"capacitySource", e.capacity_source},
                         {"network", e.network}};
-    state::write_file(dir(state_dir, link) + "/" + kCapacity, j.dump() + "\n");
+    base::fs::write_file(dir(state_dir, link) + "/" + kCapacity, j.dump() + "\n");
 }
 
 std::optional<Entry> capacity(const std::string& state_dir, const std::string& link) {
     std::optional<std::string> text;
-    try { text = state::read_file(dir(state_dir, link) + "/" + kCapacity); } catch (const std::exception& e) { base::log::warn(e.what()); }
+    try { text = base::fs::read_file(dir(state_dir, link) + "/" + kCapacity); } catch (const std::exception& e) { base::log::warn(e.what()); }
     if (!text) return std::nullopt;
     auto j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_object()) return std::nullopt;
@@ -97,7 +98,7 @@ bool remove(const std::string& state_dir, const std::string& link, const std::st
             const std::string& container_id, const std::string& ifname) {
     std::string path = dir(state_dir, link) + "/" + file_name(network, container_id, ifname);
     if (::access(path.c_str(), F_OK) != 0) return false;
-    state::remove_file(path);
+    base::fs::remove_file(path);
     return true;
 }
 

@@ -1,12 +1,18 @@
 // Placement validation at ADD (and CHECK): every constraint evaluated, all failures
 // reported at once as code 100 ("placement constraint not met") with the evidence in
 // details. `topocni explain` prints the same verdicts without changing anything.
+// Facts are gathered by facts.cc and judged by evaluate.cc, which touches no node;
+// placement knows no attachment kind: the kind describes its device in a Subject.
 #pragma once
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "cni/attach/attachment.h"
+#include "base/cleanup.h"
+#include "cni/context.h"
 #include "cni/placement/ledger.h"
+#include "ipam/host_local.h"
 
 namespace cni {
 
@@ -26,20 +32,41 @@ struct Verdict {
     std::string evidence;     ///< the facts it was decided on
 };
 
+/// The device an attachment uses: a PCI device (a VF) or a master interface on the node.
+struct Device {
+    enum class Kind { None, Pci, Master } kind = Kind::None;
+    std::string name;                 ///< PCI address or interface name
+    std::string link_kind = "macvlan";   ///< links counted on a master
+    std::string none_why;             ///< Kind::None: why there is no device to look at
+    std::string label;                ///< "VF 0000:03:02.1", "master 'eth1'"
+};
+
+/// What placement needs of an attachment, as its kind (cni/attach/) describes it.
+struct Subject {
+    /// Resolved when a constraint first needs it (it may ask the kernel); may throw.
+    std::function<Device()> device;
+    /// The host-local pool the attachment draws from, if any; may throw (code 7).
+    std::function<std::optional<ipam::Config>()> pool;
+    /// The link records name when the device shares none (a veth's bridge), else "".
+    std::string unshared_link;
+};
+
 struct EvalOptions {
     std::string node_labels_file;   ///< non-empty: the node's labels come from this file only
     bool write_cache = true;        ///< false: the label cache is read but never written
     bool collect_errors = false;    ///< a constraint that cannot be evaluated fails its verdict instead of throwing
 };
 
-/// Evaluates every constraint of c.placement (none: empty). Facts that cannot be read
-/// (API unreachable: code 11; bad labels file: code 7) throw unless collect_errors.
-std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const PodInfo& pod, const EvalOptions& opt = {});
+/// Evaluates every constraint of c.placement and the bandwidth request (none: empty).
+/// Facts that cannot be read (API unreachable: code 11; bad labels file: code 7) throw
+/// unless collect_errors.
+std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const Subject& s, const PodInfo& pod,
+                                        const EvalOptions& opt = {});
 
 /// Throws Error(kPlacement, ...) when a constraint fails; no-op without constraints.
 /// Warnings (best-effort, unknown topology allowed) are logged. ADD counts its refusals
 /// (`count_refusals`); CHECK does not.
-void check_placement(Context& ctx, bool count_refusals);
+void check_placement(Context& ctx, const Subject& s, bool count_refusals);
 
 /// The "bandwidth" constraint: the link this attachment shares (a macvlan master, a VF's
 /// PF), its capacity (topology.linkCapacityMbps, else the link speed) x
@@ -50,23 +77,17 @@ struct BandwidthAdmission {
     ledger::Entry entry;     ///< what this attachment commits
     bool admitted = false;   ///< a known capacity has room for the request
 };
-BandwidthAdmission evaluate_bandwidth(const conf::NetConf& c, const PodInfo& pod);
+BandwidthAdmission evaluate_bandwidth(const conf::NetConf& c, const Subject& s, const PodInfo& pod);
 
 /// ADD, after nothing-changed checks passed: re-evaluates under the link's ledger lock and
 /// commits this attachment's rates (undo registered), so concurrent ADDs never overcommit.
-void admit_bandwidth(Context& ctx, base::Rollback& undo);
-
-/// The host-local pool the attachment draws from (its own ipam, or delegate.ipam), if any.
-std::optional<ipam::Config> host_local_pool(const conf::NetConf& c);
+void admit_bandwidth(Context& ctx, const Subject& s, base::Rollback& undo);
 
 /// The ledger name of the link the attachment uses ("" for none): for records and metrics.
-std::string attachment_link(const conf::NetConf& c);
+std::string attachment_link(const conf::NetConf& c, const Subject& s);
 
-/// `topocni explain`: prints every constraint of the config in `config_path` (a CNI
-/// config, a conflist, or a NetworkAttachmentDefinition in JSON or YAML whose
-/// spec.config holds one) with PASS/FAIL/WARN and its evidence. `pod_uid` and
-/// `node_labels_file` may be empty. Changes nothing. Returns 0 when all pass, 1 when
-/// one fails, 2 when the config cannot be read.
-int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file);
+/// The Node this is, as placement names it: nodeName, else the host name lower-cased as
+/// kubelet does (code 7 when that is no valid node name).
+std::string node_name(const conf::Placement& p);
 
 }  // namespace cni

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
-#include "cni/attach/state.h"
-#include "ipam/fs.h"
+#include "cni/vf_state.h"
+#include "base/files.h"
 
 namespace cni::refusals {
 
@@ -32,7 +32,7 @@ std::string path(const std::string& state_dir) { return dir(state_dir) + "/refus
 
 Counts read(const std::string& state_dir) {
     try {
-        if (auto text = state::read_file(path(state_dir))) return parse(*text);
+        if (auto text = base::fs::read_file(path(state_dir))) return parse(*text);
     } catch (const std::exception& e) {
         base::log::warn(e.what());
     }
@@ -41,7 +41,7 @@ Counts read(const std::string& state_dir) {
 
 void count(const std::string& state_dir, const std::string& network, const std::vector<std::string>& constraints) {
     try {
-        ipam::fs::mkdir_p(dir(state_dir), 0700);
+        base::fs::mkdir_p(dir(state_dir), 0700);
         // Read, add, replace under the directory's lock: concurrent refusals all count.
         state::Lock lock(dir(state_dir), "the refusal counter", std::chrono::seconds(2));
         Counts c = read(state_dir);
@@ -49,7 +49,7 @@ void count(const std::string& state_dir, const std::string& network, const std::
         nlohmann::json j = nlohmann::json::object();
         for (auto& [net, per] : c)
             for (auto& [name, n] : per) j[net][name] = n;
-        state::write_file(path(state_dir), j.dump() + "\n");
+        base::fs::write_file(path(state_dir), j.dump() + "\n");
     } catch (const std::exception& e) {
         base::log::warn(std::string("placement refusal not counted: ") + e.what());
     }

@@ -55,15 +55,16 @@ conf::NetConf parse(const json& c) { return cni::parse_config(c.dump(), {}); }
 std::string error_of(const json& c) {
     try {
         parse(c);
-    } catch (const cni::Error& e) {
-        CHECK(e.code == cni::kInvalidConfig);
+    } catch (const base::Error& e) {
+        CHECK(cni::code_of(e) == cni::kInvalidConfig);
         return e.what();
     }
     return "";
 }
 
 cni::BandwidthAdmission admit(const json& c, const std::string& cid = "c1") {
-    return cni::evaluate_bandwidth(parse(c), {"", cid, "net1", nullptr});
+    auto net = cni::read_network(c.dump(), {});
+    return cni::evaluate_bandwidth(net.conf, cni::placement_subject(net.conf, *net.kind), {"", cid, "net1", nullptr});
 }
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

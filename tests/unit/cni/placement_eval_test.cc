@@ -11,6 +11,7 @@
 
 #include "cni/error.h"
 #include "cni/attach/attachment.h"
+#include "cni/cli/cli.h"
 #include "cni/placement/placement.h"
 #include "conf/netconf.h"
 
@@ -73,7 +74,8 @@ struct FakeNode {
 };
 
 std::vector<cni::Verdict> eval(const json& c, const std::string& uid = kUid, cni::EvalOptions opt = {}) {
-    return cni::evaluate_placement(cni::parse_config(c.dump(), {}), {uid, "c1", "net1", nullptr}, opt);
+    auto net = cni::read_network(c.dump(), {});
+    return cni::evaluate_placement(net.conf, cni::placement_subject(net.conf, *net.kind), {uid, "c1", "net1", nullptr}, opt);
 }
 
 const cni::Verdict& only(const std::vector<cni::Verdict>& v) {
@@ -114,8 +116,8 @@ TEST_CASE("evaluate: nodeSelector against a labels file names node, source and t
         try {
             eval(n.conf({{"nodeSelector", sel}, {"nodeLabelsFile", n.p("broken")}}));
             FAIL("expected an error");
-        } catch (const cni::Error& e) {
-            CHECK(e.code == cni::kInvalidConfig);
+        } catch (const base::Error& e) {
+            CHECK(cni::code_of(e) == cni::kInvalidConfig);
         }
     }
     SUBCASE("no labels source at all is code 7") {

@@ -18,8 +18,8 @@ namespace {
 std::string error_of(auto&& fn) {
     try {
         fn();
-    } catch (const cni::Error& e) {
-        return std::to_string(e.code) + " " + e.what();
+    } catch (const base::Error& e) {
+        return std::to_string(cni::code_of(e)) + " " + e.what();
     }
     return "";
 }

@@ -30,8 +30,8 @@ struct TempDir {
 int code_of(auto&& fn) {
     try {
         fn();
-    } catch (const cni::Error& e) {
-        return e.code;
+    } catch (const base::Error& e) {
+        return cni::code_of(e);
     }
     return 0;
 }

@@ -13,12 +13,12 @@ using nlohmann::json;
 namespace {
 
 int code_of(auto&& fn) {
-    try { fn(); } catch (const cni::Error& e) { return e.code; }
+    try { fn(); } catch (const base::Error& e) { return cni::code_of(e); }
     return 0;
 }
 
 std::string message_of(auto&& fn) {
-    try { fn(); } catch (const cni::Error& e) { return e.what(); }
+    try { fn(); } catch (const base::Error& e) { return e.what(); }
     return "";
 }
 

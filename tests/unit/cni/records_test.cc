@@ -24,12 +24,6 @@ struct TempDir {
     ~TempDir() { fs::remove_all(path); }
 };
 
-ino_t inode_of(const std::string& p) {
-    struct stat st;
-    REQUIRE(::stat(p.c_str(), &st) == 0);
-    return st.st_ino;
-}
-
 std::string slurp(const std::string& p) {
     std::ifstream in(p);
     std::stringstream ss;

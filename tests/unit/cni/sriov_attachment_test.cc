@@ -15,7 +15,7 @@
 #include "../netns/temp_netns.h"
 #include "cni/attach/sriov.h"
 #include "cni/error.h"
-#include "cni/attach/state.h"
+#include "cni/vf_state.h"
 #include "netns/netlink.h"
 #include "netns/vf.h"
 
@@ -184,7 +184,7 @@ TEST_CASE("sriov attachment: PF settings are applied in sriov-cni's order and DE
         auto e = error_of([&] {
             f.in_node(c, f.env(), true, [&](cni::Context& ctx) { f.kind(c)->check(ctx, prev); });
         });
-        CHECK(e.code == cni::kCheckFailed);
+        CHECK(cni::code_of(e) == cni::kCheckFailed);
         CHECK(std::string(e.what()).find("vlan 7") != std::string::npos);
         f.pf->vfs[0].vlan = 100;
     }

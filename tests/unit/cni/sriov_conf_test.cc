@@ -22,8 +22,8 @@ cni::SriovConf sriov_keys(const json& j, const conf::ArgsView& args = {}) { retu
 std::string refusal(const json& j) {
     try {
         parse(j);
-    } catch (const cni::Error& e) {
-        CHECK(e.code == cni::kInvalidConfig);
+    } catch (const base::Error& e) {
+        CHECK(cni::code_of(e) == cni::kInvalidConfig);
         return e.what();
     }
     return "";

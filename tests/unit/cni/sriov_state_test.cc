@@ -10,7 +10,8 @@
 #include <fstream>
 
 #include "cni/error.h"
-#include "cni/attach/state.h"
+#include "base/files.h"
+#include "cni/vf_state.h"
 
 namespace fs = std::filesystem;
 using cni::state::VfRecord;
@@ -103,32 +104,32 @@ TEST_CASE("state: an unreadable record is an error naming the file, not a free V
     try {
         store.read("0000:af:06.0");
         FAIL("expected an error");
-    } catch (const cni::Error& e) {
-        CHECK(e.code == cni::kDecodingFailure);
+    } catch (const base::Error& e) {
+        CHECK(cni::code_of(e) == cni::kDecodingFailure);
         CHECK(std::string(e.what()).find("0000:af:06.0.json") != std::string::npos);
     }
 }
 
-TEST_CASE("state: write_file replaces atomically and leaves no temp file behind") {
+TEST_CASE("files: write_file replaces atomically and leaves no temp file behind") {
     TempDir d;
     auto p = (d.path / "a" / "b" / "f.json").string();
-    cni::state::write_file(p, "one");
-    cni::state::write_file(p, "two");
-    CHECK(cni::state::read_file(p) == "two");
+    base::fs::write_file(p, "one");
+    base::fs::write_file(p, "two");
+    CHECK(base::fs::read_file(p) == "two");
     CHECK(std::distance(fs::directory_iterator(d.path / "a" / "b"), fs::directory_iterator()) == 1);
-    CHECK_FALSE(cni::state::read_file((d.path / "missing").string()));
+    CHECK_FALSE(base::fs::read_file((d.path / "missing").string()));
 }
 
 TEST_CASE("state: create_once never replaces a file and sets the exact mode") {
     TempDir d;
     auto p = (d.path / "devinfo" / "cni" / "x.json").string();
     mode_t old = ::umask(077);
-    CHECK(cni::state::create_once(p, "mine", 0444, 0755));
+    CHECK(base::fs::create_once(p, "mine", 0444, 0755));
     ::umask(old);
     CHECK((fs::status(p).permissions() & fs::perms::all) ==
           (fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read));
-    CHECK_FALSE(cni::state::create_once(p, "theirs", 0444, 0755));
-    CHECK(cni::state::read_file(p) == "mine");
+    CHECK_FALSE(base::fs::create_once(p, "theirs", 0444, 0755));
+    CHECK(base::fs::read_file(p) == "mine");
     CHECK(std::distance(fs::directory_iterator(d.path / "devinfo" / "cni"), fs::directory_iterator()) == 1);
 }
 
@@ -143,8 +144,8 @@ TEST_CASE("state: a VF lock held elsewhere times out with code 11 naming the VF"
     try {
         store.lock(tree, "0000:af:06.0", std::chrono::milliseconds(200));
         FAIL("expected a timeout");
-    } catch (const cni::Error& e) {
-        CHECK(e.code == cni::kTryAgainLater);
+    } catch (const base::Error& e) {
+        CHECK(cni::code_of(e) == cni::kTryAgainLater);
         CHECK(std::string(e.what()).find("VF 0000:af:06.0") != std::string::npos);
     }
     CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));

@@ -108,7 +108,7 @@ TEST_CASE("config: teardown treats keys it does not need as absent and names the
               {"nodeSelector", {{"matchExpressions", {{{"key", "a"}, {"operator", "Near"}}}}}},
               {"topology", {{"numaPolicy", "strict"}}},
               {"ipam", {{"type", "host-local"}, {"ranges", "bad"}, {"dataDir", "/data"}}}};
-    CHECK_THROWS_AS(cni::parse_config(c.dump(), {}), cni::Error);
+    CHECK_THROWS_AS(cni::parse_config(c.dump(), {}), base::Error);
     auto t = cni::parse_config(c.dump(), {}, conf::Purpose::Teardown);
     CHECK(t.name == "n");
     CHECK(t.kind == "macvlan");
@@ -128,11 +128,11 @@ TEST_CASE("config: teardown treats keys it does not need as absent and names the
     CHECK(cni::parse_config(nameless.dump(), {}, conf::Purpose::Teardown).name.empty());
 
     // What teardown cannot do without: a decodable object, a known version, GC's list.
-    CHECK_THROWS_AS(cni::parse_config("{\"name\":", {}, conf::Purpose::Teardown), cni::Error);
+    CHECK_THROWS_AS(cni::parse_config("{\"name\":", {}, conf::Purpose::Teardown), base::Error);
     json v = c;
     v["cniVersion"] = "9.9.9";
-    CHECK_THROWS_AS(cni::parse_config(v.dump(), {}, conf::Purpose::Teardown), cni::Error);
+    CHECK_THROWS_AS(cni::parse_config(v.dump(), {}, conf::Purpose::Teardown), base::Error);
     json gc = c;
     gc["cni.dev/valid-attachments"] = "all";
-    CHECK_THROWS_AS(cni::parse_config(gc.dump(), {}, conf::Purpose::Teardown), cni::Error);
+    CHECK_THROWS_AS(cni::parse_config(gc.dump(), {}, conf::Purpose::Teardown), base::Error);
 }

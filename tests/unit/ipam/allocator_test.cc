@@ -41,7 +41,7 @@ TEST_CASE("allocator: the gateway is never handed out") {
                                        "gateway": "10.0.0.3"}]])"));
     CHECK(addr(store, rs, "a") == "10.0.0.2");
     CHECK(addr(store, rs, "b") == "10.0.0.4");
-    CHECK(ipam_test::error_code([&] { addr(store, rs, "c"); }) == cni::kIpamExhausted);
+    CHECK(ipam_test::failure([&] { addr(store, rs, "c"); }) == "exhausted");
 }
 
 TEST_CASE("allocator: the result carries the subnet prefix and the range gateway") {
@@ -63,8 +63,8 @@ TEST_CASE("allocator: exhaustion is code 101 and leaves nothing reserved by the 
     ipam::Allocator(rs, store).allocate({"b", "eth0"}, {});   // v6 set now full
     auto before = store.files.size();
     std::string msg;
-    CHECK(ipam_test::error_code([&] { ipam::Allocator(rs, store).allocate({"c", "eth0"}, {}); }, &msg) ==
-          cni::kIpamExhausted);
+    CHECK(ipam_test::failure([&] { ipam::Allocator(rs, store).allocate({"c", "eth0"}, {}); }, &msg) ==
+          "exhausted");
     CHECK(msg == "no IP addresses available in range set: fd00::2-fd00::3");
     CHECK(store.files.size() == before);
     CHECK(store.find({"c", "eth0"}).empty());
@@ -76,7 +76,7 @@ TEST_CASE("allocator: a failing call keeps the owner's earlier reservations") {
     store.reserve(ip("10.0.0.4"), {"a", "eth0"});                  // from an earlier, partial ADD
     store.reserve(ip("fd00::2"), {"x", "eth0"});
     store.reserve(ip("fd00::3"), {"y", "eth0"});
-    CHECK(ipam_test::error_code([&] { ipam::Allocator(rs, store).allocate({"a", "eth0"}, {}); }) == cni::kIpamExhausted);
+    CHECK(ipam_test::failure([&] { ipam::Allocator(rs, store).allocate({"a", "eth0"}, {}); }) == "exhausted");
     CHECK(store.holder(ip("10.0.0.4"))->container_id == "a");
 }
 
@@ -124,26 +124,26 @@ TEST_CASE("allocator: requested addresses") {
     }
     SUBCASE("taken by another owner is code 102 naming the address") {
         store.reserve(ip("10.0.0.4"), {"b", "eth0"});
-        CHECK(ipam_test::error_code([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.4")}); }, &msg) == cni::kAddressTaken);
+        CHECK(ipam_test::failure([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.4")}); }, &msg) == "taken");
         CHECK(msg.find("10.0.0.4") != std::string::npos);
         CHECK(store.find({"a", "eth0"}).empty());
     }
     SUBCASE("the gateway is code 7") {
-        CHECK(ipam_test::error_code([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.1")}); }) == cni::kInvalidConfig);
+        CHECK(ipam_test::failure([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.1")}); }) == "invalid");
     }
     SUBCASE("outside every set (or outside [rangeStart, rangeEnd]) is code 7") {
-        CHECK(ipam_test::error_code([&] { alloc.allocate({"a", "eth0"}, {ip("10.9.0.4")}); }) == cni::kInvalidConfig);
-        CHECK(ipam_test::error_code([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.6")}); }) == cni::kInvalidConfig);
+        CHECK(ipam_test::failure([&] { alloc.allocate({"a", "eth0"}, {ip("10.9.0.4")}); }) == "invalid");
+        CHECK(ipam_test::failure([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.6")}); }) == "invalid");
     }
     SUBCASE("two addresses for one set leave one unused: code 7") {
-        CHECK(ipam_test::error_code([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.4"), ip("10.0.0.5")}); }, &msg) ==
-              cni::kInvalidConfig);
+        CHECK(ipam_test::failure([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.4"), ip("10.0.0.5")}); }, &msg) ==
+              "invalid");
         CHECK(msg.find("10.0.0.5") != std::string::npos);
     }
     SUBCASE("a failure in a later set releases the requested address again") {
         store.reserve(ip("fd00::3"), {"b", "eth0"});
-        CHECK(ipam_test::error_code([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.4"), ip("fd00::3")}); }) ==
-              cni::kAddressTaken);
+        CHECK(ipam_test::failure([&] { alloc.allocate({"a", "eth0"}, {ip("10.0.0.4"), ip("fd00::3")}); }) ==
+              "taken");
         CHECK_FALSE(store.taken(ip("10.0.0.4")));
     }
     CHECK(store.find({"x", "eth0"}).empty());

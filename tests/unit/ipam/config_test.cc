@@ -68,7 +68,7 @@ TEST_CASE("config: every invalid config is code 7 and names the key path") {
     for (auto& c : cases) {
         SUBCASE(c.what) {
             std::string msg;
-            CHECK(ipam_test::error_code([&] { parse(c.ipam, c.version); }, &msg) == cni::kInvalidConfig);
+            CHECK(ipam_test::failure([&] { parse(c.ipam, c.version); }, &msg) == "invalid");
             INFO("message: ", msg);
             CHECK(msg.rfind(c.prefix, 0) == 0);
         }
@@ -78,9 +78,9 @@ TEST_CASE("config: every invalid config is code 7 and names the key path") {
 TEST_CASE("config: runtimeConfig.ipRanges errors name their own path") {
     std::string msg;
     json runtime = {{"ipRanges", {{{{"subnet", "10.0.0.0/33"}}}}}};
-    CHECK(ipam_test::error_code([&] { parse(json::object(), "1.0.0", runtime); }, &msg) == cni::kInvalidConfig);
+    CHECK(ipam_test::failure([&] { parse(json::object(), "1.0.0", runtime); }, &msg) == "invalid");
     CHECK(msg.rfind("runtimeConfig.ipRanges[0][0].subnet: invalid CIDR", 0) == 0);
-    CHECK(ipam_test::error_code([] { ipam::parse_config(json{{"name", "n"}}, "1.0.0"); }, &msg) == cni::kInvalidConfig);
+    CHECK(ipam_test::failure([] { ipam::parse_config(json{{"name", "n"}}, "1.0.0"); }, &msg) == "invalid");
     CHECK(msg == "ipam: missing");
 }
 

@@ -47,7 +47,7 @@ TEST_CASE("disk store: temp files left by a crash are removed and never count as
     write_file(h.dir() + "/last_reserved_ip.0", "garbage");           // torn cursor of the reference
     CHECK(h.list().empty());
     CHECK(ipam_test::list_dir(h.own_dir() + "/tmp").empty());
-    CHECK(ipam_test::error_code([&] { h.find({"a", "eth0"}); }) == cni::kCheckFailed);
+    CHECK(ipam_test::failure([&] { h.find({"a", "eth0"}); }) == "not reserved");
     CHECK(first_ip(h, "a") == "10.0.0.2");   // garbage cursor: start from the beginning
     CHECK(exists(h.dir() + "/.stray"));
 }
@@ -59,7 +59,7 @@ TEST_CASE("disk store: an index entry pointing at someone else's file is ignored
     // As if "a" had held 10.0.0.2, was released by the reference plugin (which does
     // not know our index), and "b" then got the address.
     write_file(h.own_dir() + "/owners/a_eth0", ipam::format_index({{"a", "eth0"}, {ip("10.0.0.2")}}));
-    CHECK(ipam_test::error_code([&] { h.find({"a", "eth0"}); }) == cni::kCheckFailed);
+    CHECK(ipam_test::failure([&] { h.find({"a", "eth0"}); }) == "not reserved");
     CHECK(first_ip(h, "a") == "10.0.0.3");        // not "already holds 10.0.0.2"
     CHECK(h.find({"a", "eth0"}).size() == 1);
     h.release({"a", "eth0"});
@@ -79,7 +79,7 @@ TEST_CASE("disk store: an empty reservation file blocks its address until gc") {
     write_file(h.dir() + "/10.0.0.2", "");
     CHECK(first_ip(h, "a") == "10.0.0.3");
     std::string msg;
-    CHECK(ipam_test::error_code([&] { h.allocate({"b", "eth0"}, {ip("10.0.0.2")}); }, &msg) == cni::kAddressTaken);
+    CHECK(ipam_test::failure([&] { h.allocate({"b", "eth0"}, {ip("10.0.0.2")}); }, &msg) == "taken");
     CHECK(msg.find("empty reservation file") != std::string::npos);
     auto gone = h.gc({{"a", "eth0"}});
     REQUIRE(gone.size() == 1);
@@ -182,7 +182,7 @@ TEST_CASE("disk store: verbs other than ADD create nothing for a network that wa
     h.release({"a", "eth0"});
     CHECK(h.gc({}).empty());
     CHECK(h.list().empty());
-    CHECK(ipam_test::error_code([&] { h.find({"a", "eth0"}); }) == cni::kCheckFailed);
+    CHECK(ipam_test::failure([&] { h.find({"a", "eth0"}); }) == "not reserved");
     ::mkdir((tmp.path() + "/data").c_str(), 0755);
     h.status();
     CHECK(ipam_test::tree(tmp.path()) == V{"data"});

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cni/error.h"
+#include "ipam/error.h"
 #include "ipam/host_local.h"
 
 namespace ipam_test {
@@ -90,16 +90,29 @@ inline ipam::HostLocal host_local(const nlohmann::json& ipam, const std::string&
     return ipam::HostLocal(ipam::parse_config(net_config(ipam, dir, name), "1.0.0"), name);
 }
 
-/// The cni::Error code thrown by `f`, or -1 when it did not throw one.
+/// What `f` failed with, in IPAM's terms: "invalid", "exhausted", "taken", "not reserved",
+/// "unavailable" (ipam::Error), "lock timeout", "file"; "" when it did not throw.
 template <typename F>
-int error_code(F&& f, std::string* msg = nullptr) {
+std::string failure(F&& f, std::string* msg = nullptr) {
     try {
         f();
-    } catch (const cni::Error& e) {
+    } catch (const ipam::Error& e) {
         if (msg) *msg = e.what();
-        return e.code;
+        switch (e.kind) {
+            case ipam::Error::Kind::Invalid: return "invalid";
+            case ipam::Error::Kind::Exhausted: return "exhausted";
+            case ipam::Error::Kind::Taken: return "taken";
+            case ipam::Error::Kind::NotReserved: return "not reserved";
+            case ipam::Error::Kind::Unavailable: return "unavailable";
+        }
+    } catch (const base::LockTimeout& e) {
+        if (msg) *msg = e.what();
+        return "lock timeout";
+    } catch (const base::FileError& e) {
+        if (msg) *msg = e.what();
+        return "file";
     }
-    return -1;
+    return "";
 }
 
 }  // namespace ipam_test

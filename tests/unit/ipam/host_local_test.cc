@@ -72,7 +72,7 @@ TEST_CASE("host-local: round robin across allocate and release") {
     CHECK(first_ip(h, "d") == "10.0.0.5");
     CHECK(first_ip(h, "e") == "10.0.0.2");
     std::string msg;
-    CHECK(ipam_test::error_code([&] { first_ip(h, "f"); }, &msg) == cni::kIpamExhausted);
+    CHECK(ipam_test::failure([&] { first_ip(h, "f"); }, &msg) == "exhausted");
     CHECK(listed(h).size() == 4);
     CHECK_FALSE(exists(h.own_dir() + "/owners/f_eth0"));
 }
@@ -82,7 +82,7 @@ TEST_CASE("host-local: a failing allocate leaves no file and no index entry behi
     auto h = ipam_test::host_local(kDual, tmp.path());
     h.allocate({"a", "eth0"}, {});
     h.allocate({"b", "eth0"}, {});   // the v6 set is now full
-    CHECK(ipam_test::error_code([&] { h.allocate({"c", "eth0"}, {}); }) == cni::kIpamExhausted);
+    CHECK(ipam_test::failure([&] { h.allocate({"c", "eth0"}, {}); }) == "exhausted");
     CHECK(listed(h) == V{"10.0.0.2 a eth0", "10.0.0.3 b eth0", "fd00::2 a eth0", "fd00::3 b eth0"});
     CHECK(ipam_test::list_dir(h.own_dir() + "/owners") == V{"a_eth0", "b_eth0"});
     CHECK(ipam_test::list_dir(h.own_dir() + "/tmp").empty());
@@ -111,7 +111,7 @@ TEST_CASE("host-local: release is idempotent and removes the owner's index") {
     h.release({"never", "eth0"});
     CHECK(listed(h) == V{"10.0.0.3 b eth0", "fd00::3 b eth0"});
     CHECK_FALSE(exists(h.own_dir() + "/owners/a_eth0"));
-    CHECK(ipam_test::error_code([&] { h.find({"a", "eth0"}); }) == cni::kCheckFailed);
+    CHECK(ipam_test::failure([&] { h.find({"a", "eth0"}); }) == "not reserved");
 }
 
 TEST_CASE("host-local: release finds files the index does not know about") {
@@ -138,11 +138,11 @@ TEST_CASE("host-local: requested addresses on disk") {
     CHECK(h.allocate({"a", "eth0"}, {ip("10.0.0.4")}).ips[0].address.str() == "10.0.0.4/29");
     CHECK(h.allocate({"a", "eth0"}, {ip("10.0.0.4")}).ips[0].address.str() == "10.0.0.4/29");
     std::string msg;
-    CHECK(ipam_test::error_code([&] { h.allocate({"b", "eth0"}, {ip("10.0.0.4")}); }, &msg) == cni::kAddressTaken);
+    CHECK(ipam_test::failure([&] { h.allocate({"b", "eth0"}, {ip("10.0.0.4")}); }, &msg) == "taken");
     CHECK(msg.find("10.0.0.4") != std::string::npos);
     CHECK(msg.find("'a'") != std::string::npos);
-    CHECK(ipam_test::error_code([&] { h.allocate({"b", "eth0"}, {ip("10.0.0.1")}); }) == cni::kInvalidConfig);
-    CHECK(ipam_test::error_code([&] { h.allocate({"b", "eth0"}, {ip("10.0.1.1")}); }) == cni::kInvalidConfig);
+    CHECK(ipam_test::failure([&] { h.allocate({"b", "eth0"}, {ip("10.0.0.1")}); }) == "invalid");
+    CHECK(ipam_test::failure([&] { h.allocate({"b", "eth0"}, {ip("10.0.1.1")}); }) == "invalid");
     CHECK(listed(h) == V{"10.0.0.4 a eth0"});
     CHECK_FALSE(exists(h.own_dir() + "/owners/b_eth0"));
 }
@@ -183,14 +183,14 @@ TEST_CASE("host-local: status reports a full range set and an unusable store as 
     h.status();
     h.allocate({"b", "eth0"}, {});   // the v6 set (2 addresses) is now full
     std::string msg;
-    CHECK(ipam_test::error_code([&] { h.status(); }, &msg) == cni::kNotAvailable);
+    CHECK(ipam_test::failure([&] { h.status(); }, &msg) == "unavailable");
     CHECK(msg == "range set 1 (fd00::2-fd00::3) has no free address");
     h.release({"a", "eth0"});
     h.status();
     SUBCASE("the data directory is a file") {
         write_file(tmp.path() + "/file", "x");
         auto bad = ipam_test::host_local(kSmall, tmp.path() + "/file");
-        CHECK(ipam_test::error_code([&] { bad.status(); }, &msg) == cni::kNotAvailable);
+        CHECK(ipam_test::failure([&] { bad.status(); }, &msg) == "unavailable");
         CHECK(msg.find(tmp.path() + "/file/net1") != std::string::npos);
     }
 }
@@ -209,7 +209,7 @@ TEST_CASE("host-local: the result carries routes and the resolv.conf DNS") {
     SUBCASE("an unreadable resolv.conf is code 7 and reserves nothing") {
         cfg["resolvConf"] = tmp.path() + "/missing";
         auto h = ipam_test::host_local(cfg, tmp.path());
-        CHECK(ipam_test::error_code([&] { h.allocate({"b", "eth0"}, {}); }) == cni::kInvalidConfig);
+        CHECK(ipam_test::failure([&] { h.allocate({"b", "eth0"}, {}); }) == "invalid");
         CHECK(h.list().size() == 1);
     }
 }
@@ -220,7 +220,7 @@ TEST_CASE("host-local: the network name must be a single path component") {
     for (const char* name : {"", ".", "..", "a/b", "/abs"}) {
         SUBCASE(name) {
             std::string msg;
-            CHECK(ipam_test::error_code([&] { ipam::HostLocal(cfg, name); }, &msg) == cni::kInvalidConfig);
+            CHECK(ipam_test::failure([&] { ipam::HostLocal(cfg, name); }, &msg) == "invalid");
             CHECK(msg.rfind("name: ", 0) == 0);
         }
     }

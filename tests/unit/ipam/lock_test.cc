@@ -23,13 +23,13 @@ TEST_CASE("lock: a held lock makes every verb fail with code 11 after lockTimeou
     REQUIRE(::flock(fd, LOCK_EX) == 0);
     std::string msg;
     auto start = Clock::now();
-    CHECK(ipam_test::error_code([&] { h.allocate({"a", "eth0"}, {}); }, &msg) == cni::kTryAgainLater);
+    CHECK(ipam_test::failure([&] { h.allocate({"a", "eth0"}, {}); }, &msg) == "lock timeout");
     auto waited = Clock::now() - start;
     CHECK(waited >= std::chrono::milliseconds(200));
     CHECK(waited < std::chrono::milliseconds(1500));
     CHECK(msg == "timed out after 0.2s waiting for lock '" + h.dir() + "/lock'");
-    CHECK(ipam_test::error_code([&] { h.release({"a", "eth0"}); }) == cni::kTryAgainLater);
-    CHECK(ipam_test::error_code([&] { h.status(); }) == cni::kTryAgainLater);
+    CHECK(ipam_test::failure([&] { h.release({"a", "eth0"}); }) == "lock timeout");
+    CHECK(ipam_test::failure([&] { h.status(); }) == "lock timeout");
     ::close(fd);
     CHECK(h.allocate({"a", "eth0"}, {}).ips.size() == 1);
 }

@@ -145,7 +145,7 @@ TEST_CASE("reference compatibility: the reference plugin respects and releases o
     CHECK(read_file(h.dir() + "/" + other) == "other\r\neth0");
 
     // Our now stale index does not confuse later lookups.
-    CHECK(ipam_test::error_code([&] { h.find({"ours", "eth0"}); }) == cni::kCheckFailed);
+    CHECK(ipam_test::failure([&] { h.find({"ours", "eth0"}); }) == "not reserved");
     auto again = h.allocate({"ours", "eth0"}, {}).ips.at(0).address.addr.str();
     CHECK(again != ours);   // round robin moved on; the old entry was not trusted
     CHECK(h.find({"ours", "eth0"}).size() == 1);

@@ -26,7 +26,7 @@ TEST_CASE("resolv: nameservers and search words append, the last domain wins, co
 
 TEST_CASE("resolv: an unreadable file is a config error naming the file") {
     std::string msg;
-    CHECK(ipam_test::error_code([] { ipam::parse_resolv_conf("/nonexistent/resolv.conf"); }, &msg) == cni::kInvalidConfig);
+    CHECK(ipam_test::failure([] { ipam::parse_resolv_conf("/nonexistent/resolv.conf"); }, &msg) == "invalid");
     CHECK(msg.find("'/nonexistent/resolv.conf'") != std::string::npos);
     CHECK(msg.rfind("ipam.resolvConf: ", 0) == 0);
 }

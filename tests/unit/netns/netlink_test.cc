@@ -99,7 +99,7 @@ TEST_CASE("netlink: ensure_bridge creates once, reuses after, and refuses a link
 
         s.create_veth({.name = "port0", .peer_name = "port0p"});
         auto e = error_of([&] { s.ensure_bridge("port0", std::nullopt); });
-        CHECK(e.code == cni::kInvalidConfig);
+        CHECK(e.kind == netns::Error::Kind::Invalid);
         CHECK(std::string(e.what()) == "'port0' already exists but is not a bridge");
 
         auto port = must_get(s, "port0");
@@ -282,7 +282,7 @@ TEST_CASE("netlink: kernel errors carry errno and the kernel's extended-ack text
         Socket s;
         s.create_veth({.name = "er0", .peer_name = "er0p"});
         auto dup = error_of([&] { s.create_veth({.name = "er0", .peer_name = "er1p"}); });
-        CHECK(dup.code == cni::kInternal);
+        CHECK(dup.kind == netns::Error::Kind::Failed);
         CHECK(dup.sys_errno == EEXIST);
         CHECK(std::string(dup.what()).rfind("failed to create veth 'er0' (peer 'er1p'): File exists", 0) == 0);
 
@@ -311,7 +311,7 @@ TEST_CASE("netlink: kernel errors carry errno and the kernel's extended-ack text
 
         CHECK_FALSE(s.get_link("nosuch0"));
         CHECK_FALSE(s.del_link("nosuch0"));
-        CHECK(error_of([&] { s.set_mac(idx, "not-a-mac"); }).code == cni::kInvalidConfig);
+        CHECK(error_of([&] { s.set_mac(idx, "not-a-mac"); }).kind == netns::Error::Kind::Invalid);
     });
 }
 

@@ -13,7 +13,7 @@ TEST_CASE("netns: open rejects paths that are not network namespaces") {
     for (const char* path : {"/etc/hostname", "/proc/self", "/tmp", "/proc/self/status", "/proc/self/ns/uts"}) {
         CAPTURE(path);
         auto e = error_of([&] { netns::Handle::open(path); });
-        CHECK(e.code == cni::kInvalidNetns);
+        CHECK(e.kind == netns::Error::Kind::NoNamespace);
         CHECK(e.sys_errno == 0);
         CHECK(std::string(e.what()) == "'" + std::string(path) + "' is not a network namespace");
     }
@@ -22,7 +22,7 @@ TEST_CASE("netns: open rejects paths that are not network namespaces") {
 TEST_CASE("netns: a missing path is reported with ENOENT so DEL can treat it as gone") {
     std::string path = "/run/netns/tnsmissing-" + std::to_string(getpid());
     auto e = error_of([&] { netns::Handle::open(path); });
-    CHECK(e.code == cni::kInvalidNetns);
+    CHECK(e.kind == netns::Error::Kind::NoNamespace);
     CHECK(e.sys_errno == ENOENT);
     CHECK(std::string(e.what()) == "netns '" + path + "' does not exist");
 }

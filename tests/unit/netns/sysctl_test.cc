@@ -42,10 +42,10 @@ TEST_CASE("sysctl: a missing key reads as nullopt and fails to write with ENOENT
     netns::with(a.handle, [&] {
         CHECK_FALSE(sysctl::get("net/ipv4/conf/nosuchlink/arp_notify"));
         auto e = error_of([] { sysctl::set("net/ipv4/conf/nosuchlink/arp_notify", "1"); });
-        CHECK(e.code == cni::kInternal);
+        CHECK(e.kind == netns::Error::Kind::Failed);
         CHECK(e.sys_errno == ENOENT);
         CHECK(std::string(e.what()).find("No such file or directory") != std::string::npos);
-        CHECK(error_of([] { sysctl::get("net/../../etc/hostname"); }).code == cni::kInvalidConfig);
-        CHECK(error_of([] { sysctl::ensure("../hostname", "x"); }).code == cni::kInvalidConfig);
+        CHECK(error_of([] { sysctl::get("net/../../etc/hostname"); }).kind == netns::Error::Kind::Invalid);
+        CHECK(error_of([] { sysctl::ensure("../hostname", "x"); }).kind == netns::Error::Kind::Invalid);
     });
 }

@@ -120,7 +120,7 @@ TEST_CASE("tc: a failing step of ingress shaping takes back only what that call 
     auto e = error_of([&] {
         b.in([] { netns::tc::add_ingress_shaping("tcA", "ifbsecond", {10'000'000, 1'000'000}); });
     });
-    CHECK(e.code == cni::kInternal);
+    CHECK(e.kind == netns::Error::Kind::Failed);
     CHECK(e.sys_errno == EEXIST);
     CHECK(has(e.what(), "tc: cannot add an ingress qdisc on 'tcA': "));
     CHECK(has(e.what(), "(File exists"));   // the kernel's own errno, not only libnl's code
@@ -141,7 +141,7 @@ TEST_CASE("tc: a kernel refusal names the object and the device and keeps the ke
     Bench b;
     b.in([] { netns::tc::add_root_tbf("tcA", {10'000'000, 1'000'000}); });
     auto e = error_of([&] { b.in([] { netns::tc::add_root_tbf("tcA", {20'000'000, 1'000'000}); }); });
-    CHECK(e.code == cni::kInternal);
+    CHECK(e.kind == netns::Error::Kind::Failed);
     CHECK(e.sys_errno == EEXIST);
     CHECK(std::string(e.what()).rfind("tc: cannot add a tbf qdisc on 'tcA': Object exists (File exists", 0) == 0);
     CHECK(has(b.sh("tc qdisc show dev tcA"), "rate 10Mbit"));
@@ -150,7 +150,7 @@ TEST_CASE("tc: a kernel refusal names the object and the device and keeps the ke
 TEST_CASE("tc: a missing device is named, and delete_ifb never deletes a link that is no ifb") {
     Bench b;
     auto e = error_of([&] { b.in([] { netns::tc::add_root_tbf("nosuch0", {1'000'000, 100'000}); }); });
-    CHECK(e.code == cni::kInternal);
+    CHECK(e.kind == netns::Error::Kind::Failed);
     CHECK(e.sys_errno == ENODEV);
     CHECK(std::string(e.what()) == "tc: device 'nosuch0' does not exist");
     e = error_of([&] { b.in([] { netns::tc::add_ingress_shaping("nosuch1", "ifbtest2", {1'000'000, 100'000}); }); });

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cni/error.h"
+#include "netns/error.h"
 #include "netns/netns.h"
 
 namespace testing {
@@ -27,16 +27,16 @@ struct TempNetns {
     }
 };
 
-/// The cni::Error that fn throws; fails the test when it throws nothing.
+/// The netns::Error that fn throws; fails the test when it throws nothing.
 template <class F>
-cni::Error error_of(F&& fn) {
+netns::Error error_of(F&& fn) {
     try {
         fn();
-    } catch (const cni::Error& e) {
+    } catch (const netns::Error& e) {
         return e;
     }
-    FAIL("expected a cni::Error");
-    return cni::Error(0, "");
+    FAIL("expected a netns::Error");
+    return netns::Error(netns::Error::Kind::Failed, "");
 }
 
 }  // namespace testing

@@ -166,8 +166,8 @@ TEST_CASE("vf: mac, rate, spoofchk, trust and link state requests carry the VF i
 }
 
 TEST_CASE("vf: a request without a value for its setting is refused before it is built") {
-    CHECK(error_of([] { vf::build_set(7, 0, vf::Setting::Trust, {.spoofchk = true}); }).code == cni::kInternal);
-    CHECK(error_of([] { vf::build_set(7, 0, vf::Setting::Mac, {.mac = "zz"}); }).code == cni::kInvalidConfig);
+    CHECK(error_of([] { vf::build_set(7, 0, vf::Setting::Trust, {.spoofchk = true}); }).kind == netns::Error::Kind::Failed);
+    CHECK(error_of([] { vf::build_set(7, 0, vf::Setting::Mac, {.mac = "zz"}); }).kind == netns::Error::Kind::Invalid);
 }
 
 TEST_CASE("vf: the read request asks for VF info without statistics") {

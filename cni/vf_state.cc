@@ -1,4 +1,4 @@
-#include "cni/attach/state.h"
+#include "cni/vf_state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,7 +13,8 @@
 
 #include "cni/error.h"
 #include "base/log.h"
-#include "ipam/fs.h"
+#include "base/files.h"
+#include "base/flock.h"
 #include "netns/sysfs.h"
 
 namespace cni::state {
@@ -22,31 +23,6 @@ namespace {
 
 using json = nlohmann::json;
 using base::UniqueFd;
-
-[[noreturn]] void fail_io(const std::string& what, const std::string& path, int err) {
-    throw Error(kIoFailure, "failed to " + what + " '" + path + "': " + std::generic_category().message(err), {}, err);
-}
-
-std::string parent_of(const std::string& path) {
-    auto slash = path.rfind('/');
-    return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-void sync_dir(const std::string& dir) {
-    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd) fail_io("open directory", dir, errno);
-    if (::fsync(fd.get()) < 0) fail_io("sync directory", dir, errno);
-}
-
-void write_all(int fd, const std::string& data, const std::string& path) {
-    size_t done = 0;
-    while (done < data.size()) {
-        ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail_io("write", path, errno);
-        done += size_t(n);
-    }
-}
 
 // --- VfConfig in sriov-cni's key names ---
 
@@ -89,115 +65,13 @@ netns::vf::VfConfig config_from_json(const json& j) {
 
 }  // namespace
 
-namespace {
-
-/// A complete, synced temp file beside `path`, holding `data` with exactly `mode` (not
-/// umask's), in its directory, created (`dir_mode`) when missing; the directories
-/// made are added to `created`. Returns its name.
-std::string synced_temp_beside(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode,
-                               std::vector<std::string>& created) {
-    std::string dir = parent_of(path);
-    for (auto& d : ipam::fs::make_dirs(dir, dir_mode)) created.push_back(d);
-    std::string tmp = dir + "/." + path.substr(dir.size() + 1) + ".tmp." + std::to_string(::getpid());
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
-    if (!fd && errno == ENOENT) {
-        // A failed ADD or a DEL elsewhere removed the directory it had created just now: again.
-        for (auto& d : ipam::fs::make_dirs(dir, dir_mode)) created.push_back(d);
-        fd = UniqueFd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
-    }
-    if (!fd) fail_io("create", tmp, errno);
-    try {
-        if (::fchmod(fd.get(), mode) < 0) fail_io("set the mode of", tmp, errno);
-        write_all(fd.get(), data, tmp);
-        if (::fsync(fd.get()) < 0) fail_io("sync", tmp, errno);
-    } catch (...) {
-        ::unlink(tmp.c_str());
-        throw;
-    }
-    return tmp;
-}
-
-}  // namespace
-
-std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode) {
-    std::vector<std::string> created;
-    std::string tmp = synced_temp_beside(path, data, mode, 0700, created);
-    if (::rename(tmp.c_str(), path.c_str()) < 0) {
-        int err = errno;
-        ::unlink(tmp.c_str());
-        fail_io("replace", path, err);
-    }
-    sync_dir(parent_of(path));
-    return created;
-}
-
-bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode) {
-    std::vector<std::string> created;   // the caller knows them (state::missing_dirs) before
-    // The mode is part of the contract (the device-info spec says 0444).
-    std::string tmp = synced_temp_beside(path, data, mode, dir_mode, created);
-    // link() fails with EEXIST instead of replacing, unlike rename(): a file that appeared
-    // meanwhile (the runtime's copy of the device plugin's) wins.
-    int rc = ::link(tmp.c_str(), path.c_str());
-    int err = errno;
-    ::unlink(tmp.c_str());
-    if (rc < 0 && err == EEXIST) return false;
-    if (rc < 0) fail_io("create", path, err);
-    sync_dir(parent_of(path));
-    return true;
-}
-
-std::optional<std::string> read_file(const std::string& path) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (!fd) {
-        if (errno == ENOENT) return std::nullopt;
-        fail_io("open", path, errno);
-    }
-    std::string out;
-    char buf[8192];
-    for (;;) {
-        ssize_t n = ::read(fd.get(), buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail_io("read", path, errno);
-        if (n == 0) return out;
-        out.append(buf, size_t(n));
-        if (out.size() > (1u << 20)) throw Error(kIoFailure, "'" + path + "' is larger than 1 MiB");
-    }
-}
-
-std::vector<std::string> missing_dirs(const std::string& dir) {
-    std::vector<std::string> out;
-    std::string d = dir;
-    struct stat st;
-    while (!d.empty() && d != "/" && ::stat(d.c_str(), &st) != 0 && errno == ENOENT) {
-        out.insert(out.begin(), d);
-        d = parent_of(d);
-    }
-    return out;
-}
-
-void remove_file(const std::string& path) {
-    if (::unlink(path.c_str()) < 0) {
-        if (errno == ENOENT) return;
-        fail_io("remove", path, errno);
-    }
-    sync_dir(parent_of(path));
-}
-
 Lock::Lock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout) {
     // An existing directory (a device's sysfs directory): nothing is created for the lock.
     fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd_) fail_io("open lock", path, errno);
-    // Poll with LOCK_NB rather than block: a blocking flock cannot time out without a
-    // signal or a thread, and neither belongs in a process that switches netns.
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-        if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return;
-        if (errno != EWOULDBLOCK && errno != EINTR) fail_io("lock", path, errno);
-        if (std::chrono::steady_clock::now() >= deadline)
-            throw Error(kTryAgainLater, "timed out after " + std::to_string(timeout.count() / 1000) +
-                                            " s waiting for the lock of " + what + " ('" + path + "')");
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    if (!fd_) base::fs::fail_io("open lock", path, errno);
+    if (!base::flock_until(fd_.get(), LOCK_EX, base::deadline_after(timeout), path))
+        throw base::LockTimeout("timed out after " + base::seconds_text(timeout) + " waiting for the lock of " + what +
+                                " ('" + path + "')");
 }
 
 // --- VF records ---
@@ -278,34 +152,39 @@ std::optional<Lock> VfStore::lock(const netns::sysfs::Tree& tree, const std::str
 }
 
 std::optional<VfRecord> VfStore::read(const std::string& pci) const {
-    auto text = read_file(path(pci));
+    auto text = base::fs::read_file(path(pci));
     if (!text) return std::nullopt;
     auto j = json::parse(*text, nullptr, false);
     return vf_record_from_json(j, "'" + path(pci) + "'");
 }
 
 std::vector<std::string> VfStore::write(const VfRecord& r) const {
-    return write_file(path(r.pci), to_json(r).dump(2) + "\n");
+    return base::fs::write_file(path(r.pci), to_json(r).dump(2) + "\n");
 }
 
-void VfStore::remove(const std::string& pci) const { remove_file(path(pci)); }
+void VfStore::remove(const std::string& pci) const { base::fs::remove_file(path(pci)); }
 
-std::vector<VfRecord> VfStore::list() const {
+std::vector<std::string> VfStore::pcis() const {
     std::vector<std::string> names;
     if (DIR* d = ::opendir(dir_.c_str())) {
         while (auto* e = ::readdir(d)) {
             std::string n = e->d_name;
-            if (n.size() > 5 && n[0] != '.' && n.ends_with(".json")) names.push_back(n.substr(0, n.size() - 5));
+            if (n.size() > 5 && n[0] != '.' && n.ends_with(".json") &&
+                netns::sysfs::is_pci_address(n.substr(0, n.size() - 5)))
+                names.push_back(n.substr(0, n.size() - 5));
         }
         ::closedir(d);
     }
     std::sort(names.begin(), names.end());
+    return names;
+}
+
+std::vector<VfRecord> VfStore::list() const {
     std::vector<VfRecord> out;
-    for (auto& pci : names) {
-        if (!netns::sysfs::is_pci_address(pci)) continue;
+    for (auto& pci : pcis()) {
         try {
             if (auto r = read(pci)) out.push_back(std::move(*r));
-        } catch (const Error& e) {
+        } catch (const base::Error& e) {
             base::log::warn(e.what());
         }
     }

@@ -1,4 +1,4 @@
-#include "ipam/fs.h"
+#include "base/files.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,12 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cni/error.h"
+#include "base/error.h"
 
-namespace ipam::fs {
+namespace base::fs {
 
 void fail_io(const std::string& what, const std::string& path, int err) {
-    throw cni::Error(cni::kIoFailure, "failed to " + what + " '" + path + "': " + std::strerror(err), {}, err);
+    throw base::FileError("failed to " + what + " '" + path + "': " + std::strerror(err), {}, err);
 }
 
 std::vector<std::string> make_dirs(const std::string& path, mode_t mode) {
@@ -180,4 +180,121 @@ std::vector<std::string> list_files(int at, const std::string& shown) {
     return names_where(at, shown, [at](const dirent& e) { return is_regular(at, e); });
 }
 
-}  // namespace ipam::fs
+// --- whole files by path, durable ---
+
+namespace {
+
+std::string parent_of(const std::string& path) {
+    auto slash = path.rfind('/');
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+void sync_dir(const std::string& dir) {
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) fail_io("open directory", dir, errno);
+    if (::fsync(fd.get()) < 0) fail_io("sync directory", dir, errno);
+}
+
+void write_all(int fd, const std::string& data, const std::string& path) {
+    size_t done = 0;
+    while (done < data.size()) {
+        ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail_io("write", path, errno);
+        done += size_t(n);
+    }
+}
+
+/// A complete, synced temp file beside `path`, holding `data` with exactly `mode` (not
+/// umask's), in its directory, created (`dir_mode`) when missing; the directories
+/// made are added to `created`. Returns its name.
+std::string synced_temp_beside(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode,
+                               std::vector<std::string>& created) {
+    std::string dir = parent_of(path);
+    for (auto& d : make_dirs(dir, dir_mode)) created.push_back(d);
+    std::string tmp = dir + "/." + path.substr(dir.size() + 1) + ".tmp." + std::to_string(::getpid());
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+    if (!fd && errno == ENOENT) {
+        // A failed ADD or a DEL elsewhere removed the directory it had created just now: again.
+        for (auto& d : make_dirs(dir, dir_mode)) created.push_back(d);
+        fd = UniqueFd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+    }
+    if (!fd) fail_io("create", tmp, errno);
+    try {
+        if (::fchmod(fd.get(), mode) < 0) fail_io("set the mode of", tmp, errno);
+        write_all(fd.get(), data, tmp);
+        if (::fsync(fd.get()) < 0) fail_io("sync", tmp, errno);
+    } catch (...) {
+        ::unlink(tmp.c_str());
+        throw;
+    }
+    return tmp;
+}
+
+}  // namespace
+
+std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode) {
+    std::vector<std::string> created;
+    std::string tmp = synced_temp_beside(path, data, mode, 0700, created);
+    if (::rename(tmp.c_str(), path.c_str()) < 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        fail_io("replace", path, err);
+    }
+    sync_dir(parent_of(path));
+    return created;
+}
+
+bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode) {
+    std::vector<std::string> created;   // the caller knows them (missing_dirs) before
+    // The mode is part of the contract (the device-info spec says 0444).
+    std::string tmp = synced_temp_beside(path, data, mode, dir_mode, created);
+    // link() fails with EEXIST instead of replacing, unlike rename(): a file that appeared
+    // meanwhile (the runtime's copy of the device plugin's) wins.
+    int rc = ::link(tmp.c_str(), path.c_str());
+    int err = errno;
+    ::unlink(tmp.c_str());
+    if (rc < 0 && err == EEXIST) return false;
+    if (rc < 0) fail_io("create", path, err);
+    sync_dir(parent_of(path));
+    return true;
+}
+
+std::optional<std::string> read_file(const std::string& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd) {
+        if (errno == ENOENT) return std::nullopt;
+        fail_io("open", path, errno);
+    }
+    std::string out;
+    char buf[8192];
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail_io("read", path, errno);
+        if (n == 0) return out;
+        out.append(buf, size_t(n));
+        if (out.size() > (1u << 20)) throw FileError("'" + path + "' is larger than 1 MiB");
+    }
+}
+
+std::vector<std::string> missing_dirs(const std::string& dir) {
+    std::vector<std::string> out;
+    std::string d = dir;
+    struct stat st;
+    while (!d.empty() && d != "/" && ::stat(d.c_str(), &st) != 0 && errno == ENOENT) {
+        out.insert(out.begin(), d);
+        d = parent_of(d);
+    }
+    return out;
+}
+
+void remove_file(const std::string& path) {
+    if (::unlink(path.c_str()) < 0) {
+        if (errno == ENOENT) return;
+        fail_io("remove", path, errno);
+    }
+    sync_dir(parent_of(path));
+}
+
+}  // namespace base::fs

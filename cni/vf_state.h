@@ -18,23 +18,6 @@
 
 namespace cni::state {
 
-// --- files ---
-
-/// Replaces `path` atomically and durably: write a temp file beside it, fsync, rename,
-/// fsync the directory. Creates the directory (0700) when missing and returns the
-/// directories it created, outermost first. Code 5 on failure.
-std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode = 0600);
-/// Content of `path`; nullopt when it does not exist. Code 5 on other errors.
-std::optional<std::string> read_file(const std::string& path);
-/// Creates `path` with `data` unless it exists (never replaces): temp file, fsync, link,
-/// fsync of the directory, which is created (`dir_mode`) when missing. False when the
-/// file already existed.
-bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode);
-/// The directories mkdir -p of `dir` would create now, outermost first.
-std::vector<std::string> missing_dirs(const std::string& dir);
-/// Removes `path` and fsyncs its directory; a missing file is fine.
-void remove_file(const std::string& path);
-
 /// An exclusive flock on an existing directory, held for the object's lifetime.
 class Lock {
 public:
@@ -91,6 +74,8 @@ public:
     /// Returns the directories it created (see write_file).
     std::vector<std::string> write(const VfRecord& r) const;
     void remove(const std::string& pci) const;
+    /// The PCI addresses with a record, sorted.
+    std::vector<std::string> pcis() const;
     /// Every readable record; unreadable ones are logged and skipped.
     std::vector<VfRecord> list() const;
 

@@ -1,5 +1,6 @@
-// Thin, throwing wrappers over the *at() file system calls the store uses. Every
-// failure becomes cni::Error code 5 (I/O failure) naming the path, with errno kept.
+// The file helpers every part uses: thin, throwing wrappers over the *at() calls (the
+// IPAM store), and whole-file writes that survive a crash (state records, ledgers, caches).
+// Every failure becomes base::FileError naming the path, with errno kept.
 #pragma once
 #include <optional>
 #include <string>
@@ -9,9 +10,9 @@
 
 #include "base/fd.h"
 
-namespace ipam::fs {
+namespace base::fs {
 
-/// Throws cni::Error(kIoFailure, "failed to <what> '<path>': <strerror>").
+/// Throws base::FileError("failed to <what> '<path>': <strerror>").
 [[noreturn]] void fail_io(const std::string& what, const std::string& path, int err);
 /// mkdir -p; existing directories are fine.
 void mkdir_p(const std::string& path, mode_t mode);
@@ -48,4 +49,21 @@ void sync(int fd, const std::string& shown);
 /// Names of the regular files directly under `at`.
 std::vector<std::string> list_files(int at, const std::string& shown);
 
-}  // namespace ipam::fs
+// --- whole files by path, durable (state records, caches, ledgers) ---
+
+/// Replaces `path` atomically and durably: write a temp file beside it, fsync, rename,
+/// fsync the directory. Creates the directory (0700) when missing and returns the
+/// directories it created, outermost first. FileError on failure.
+std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode = 0600);
+/// Content of `path`; nullopt when it does not exist. FileError on other errors.
+std::optional<std::string> read_file(const std::string& path);
+/// Creates `path` with `data` unless it exists (never replaces): temp file, fsync, link,
+/// fsync of the directory, which is created (`dir_mode`) when missing. False when the
+/// file already existed.
+bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode);
+/// The directories mkdir -p of `dir` would create now, outermost first.
+std::vector<std::string> missing_dirs(const std::string& dir);
+/// Removes `path` and fsyncs its directory; a missing file is fine.
+void remove_file(const std::string& path);
+
+}  // namespace base::fs

@@ -1,0 +1,50 @@
+#include "base/flock.h"
+
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "base/files.h"
+
+namespace base {
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Random jitter so that many waiters started together do not poll in lock step.
+std::chrono::microseconds jitter(std::chrono::microseconds upto) {
+    static std::minstd_rand rng(static_cast<unsigned>(::getpid()) ^
+                                static_cast<unsigned>(Clock::now().time_since_epoch().count()));
+    return std::chrono::microseconds(rng() % static_cast<unsigned>(upto.count() + 1));
+}
+
+}  // namespace
+
+bool flock_until(int fd, int op, Deadline deadline, const std::string& shown) {
+    std::chrono::microseconds pause = 200us;
+    for (;;) {
+        if (::flock(fd, op | LOCK_NB) == 0) return true;
+        if (errno == EINTR) continue;
+        if (errno != EWOULDBLOCK) fs::fail_io("lock", shown, errno);
+        const auto now = Clock::now();
+        if (now >= deadline) return false;
+        auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
+        std::this_thread::sleep_for(std::min(pause + jitter(pause / 2), left));
+        pause = std::min<std::chrono::microseconds>(pause * 2, 20ms);
+    }
+}
+
+std::string seconds_text(std::chrono::milliseconds d) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%gs", static_cast<double>(d.count()) / 1000.0);
+    return buf;
+}
+
+}  // namespace base
