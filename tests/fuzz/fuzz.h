@@ -1,6 +1,6 @@
 // Shared bits of the libFuzzer targets: every parser of outside input must either
-// succeed or throw cni::Error; anything else (a crash, a sanitizer report, another
-// exception type escaping) is a bug.
+// succeed or throw a topocni error (a base::Error, whatever the layer); anything else (a
+// crash, a sanitizer report, another exception type escaping) is a bug.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +13,7 @@
         std::string input(reinterpret_cast<const char*>(data), size);              \
         try {                                                                       \
             body;                                                                   \
-        } catch (const cni::Error&) {                                               \
+        } catch (const base::Error&) {                                              \
         }                                                                           \
         return 0;                                                                   \
     }

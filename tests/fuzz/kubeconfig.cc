@@ -4,6 +4,6 @@
 #include "fuzz.h"
 
 TOPOCNI_FUZZ_TARGET({
-    try { (void)cni::parse_yaml(input, "fuzz"); } catch (const cni::Error&) {}
+    try { (void)cni::parse_yaml(input, "fuzz"); } catch (const base::Error&) {}
     (void)cni::kube::parse_kubeconfig(input, "fuzz");
 })

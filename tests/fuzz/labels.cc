@@ -12,6 +12,6 @@ TOPOCNI_FUZZ_TARGET({
     try {
         auto c = cni::parse_config(conf, {});
         if (c.placement && c.placement->node_selector) (void)cni::matches(*c.placement->node_selector, labels);
-    } catch (const cni::Error&) {
+    } catch (const base::Error&) {
     }
 })

@@ -13,7 +13,7 @@ TOPOCNI_FUZZ_TARGET({
         try {
             auto out = cni::result_to_json(r, v);
             (void)cni::result_from_json(out, "converted");
-        } catch (const cni::Error&) {
+        } catch (const base::Error&) {
         }
     }
 })

@@ -23,10 +23,22 @@
 namespace fs = std::filesystem;
 namespace vf = netns::vf;
 using nlohmann::json;
-using testing::error_of;
 using testing::TempNetns;
 
 namespace {
+
+/// What fn throws, from whichever layer, as the plugin would report it (its CNI code);
+/// fails the test when it throws nothing.
+template <class F>
+cni::Error error_of(F&& fn) {
+    try {
+        fn();
+    } catch (const base::Error& e) {
+        return cni::to_cni(e);
+    }
+    FAIL("expected an error");
+    return cni::Error(0, "");
+}
 
 constexpr const char* kPf = "0000:af:00.1";
 constexpr const char* kVf = "0000:af:06.0";

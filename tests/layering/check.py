@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""The build enforces the layering (CMakeLists.txt, topocni_part): each part compiles
+against <build>/layers/<part>, which holds only the part and the parts below it. Here a
+one-line source is compiled against each tree: every include that points up the stack
+must fail, and includes of the part itself and of parts below it must work.
+
+usage: check.py <c++ compiler> <build>/layers
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+CXX, LAYERS = sys.argv[1], os.path.abspath(sys.argv[2])
+
+# (part, header it must not see): each lower part against each part above it.
+FORBIDDEN = [
+    ("base", "netns/error.h"), ("base", "ipam/error.h"), ("base", "cni/error.h"),
+    ("netns", "ipam/error.h"), ("netns", "conf/error.h"), ("netns", "cni/error.h"),
+    ("ipam", "netns/error.h"), ("ipam", "conf/error.h"), ("ipam", "cni/error.h"),
+    ("conf", "cni/error.h"), ("conf", "cni/result.h"),
+    ("proto", "cni/placement/placement.h"), ("proto", "cni/attach/attachment.h"), ("proto", "cni/verbs.h"),
+    ("placement", "cni/attach/attachment.h"), ("placement", "cni/verbs.h"), ("placement", "cni/cli/cli.h"),
+    ("attach", "cni/verbs.h"), ("attach", "cni/cli/cli.h"),
+    ("verbs", "cni/cli/cli.h"),
+]
+# (part, header it must see): itself and what is below.
+ALLOWED = [
+    ("base", "base/error.h"),
+    ("netns", "netns/error.h"), ("netns", "base/error.h"),
+    ("ipam", "ipam/error.h"),
+    ("conf", "conf/error.h"), ("conf", "ipam/error.h"), ("conf", "netns/error.h"),
+    ("proto", "cni/error.h"), ("proto", "conf/error.h"),
+    ("placement", "cni/error.h"), ("placement", "cni/placement/evaluate.h"),
+    ("attach", "cni/placement/placement.h"), ("attach", "cni/attach/attachment.h"),
+    ("verbs", "cni/verbs.h"), ("verbs", "cni/attach/attachment.h"),
+    ("cli", "cni/cli/cli.h"), ("cli", "cni/verbs.h"),
+]
+
+
+def compiles(part, header):
+    with tempfile.NamedTemporaryFile("w", suffix=".cc", delete=False) as f:
+        f.write(f'#include "{header}"\n')
+        src = f.name
+    try:
+        p = subprocess.run([CXX, "-std=c++20", "-fsyntax-only", "-I", os.path.join(LAYERS, part), src],
+                           capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
+        return p.returncode == 0, p.stderr
+    finally:
+        os.unlink(src)
+
+
+class Layering(unittest.TestCase):
+    def test_an_include_that_points_up_the_stack_does_not_compile(self):
+        for part, header in FORBIDDEN:
+            with self.subTest(part=part, header=header):
+                ok, err = compiles(part, header)
+                self.assertFalse(ok, f"{part} can include {header}")
+                self.assertIn("No such file or directory", err)
+
+    def test_a_part_sees_itself_and_every_part_below_it(self):
+        for part, header in ALLOWED:
+            with self.subTest(part=part, header=header):
+                ok, err = compiles(part, header)
+                self.assertTrue(ok, err)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
