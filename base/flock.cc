@@ -1,5 +1,6 @@
 #include "base/flock.h"
 
+#include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "base/error.h"
 #include "base/files.h"
 
 namespace base {
@@ -39,6 +41,15 @@ bool flock_until(int fd, int op, Deadline deadline, const std::string& shown) {
         std::this_thread::sleep_for(std::min(pause + jitter(pause / 2), left));
         pause = std::min<std::chrono::microseconds>(pause * 2, 20ms);
     }
+}
+
+DirLock::DirLock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout) {
+    // An existing directory (a device's sysfs directory): nothing is created for the lock.
+    fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd_) fs::fail_io("open lock", path, errno);
+    if (!flock_until(fd_.get(), LOCK_EX, deadline_after(timeout), path))
+        throw LockTimeout("timed out after " + seconds_text(timeout) + " waiting for the lock of " + what + " ('" +
+                          path + "')");
 }
 
 std::string seconds_text(std::chrono::milliseconds d) {

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <string>
 
+#include "base/fd.h"
+
 namespace base {
 
 using Deadline = std::chrono::steady_clock::time_point;
@@ -20,6 +22,17 @@ inline Deadline deadline_after(std::chrono::milliseconds timeout) { return std::
 /// deadline passed with the lock still held by someone else; FileError naming `shown` on
 /// any other failure.
 bool flock_until(int fd, int op, Deadline deadline, const std::string& shown);
+
+/// An exclusive flock on an existing directory (a device's sysfs directory, a cache's
+/// directory), held for the object's lifetime: nothing is created for the lock.
+class DirLock {
+public:
+    /// Waits at most `timeout`, then throws LockTimeout naming `what`.
+    DirLock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout);
+
+private:
+    UniqueFd fd_;
+};
 
 /// "1.5s": how timeout messages give a timeout.
 std::string seconds_text(std::chrono::milliseconds d);

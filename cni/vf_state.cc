@@ -65,14 +65,6 @@ netns::vf::VfConfig config_from_json(const json& j) {
 
 }  // namespace
 
-Lock::Lock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout) {
-    // An existing directory (a device's sysfs directory): nothing is created for the lock.
-    fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd_) base::fs::fail_io("open lock", path, errno);
-    if (!base::flock_until(fd_.get(), LOCK_EX, base::deadline_after(timeout), path))
-        throw base::LockTimeout("timed out after " + base::seconds_text(timeout) + " waiting for the lock of " + what +
-                                " ('" + path + "')");
-}
 
 // --- VF records ---
 
@@ -143,12 +135,12 @@ VfStore::VfStore(const std::string& state_dir) : dir_(state_dir + "/sriov") {}
 // The VF's own sysfs directory is what is locked: it exists exactly as long as the VF,
 // and a lock on it leaves no file behind (a lock file per VF under stateDir outlived
 // every attachment).
-std::optional<Lock> VfStore::lock(const netns::sysfs::Tree& tree, const std::string& pci,
+std::optional<base::DirLock> VfStore::lock(const netns::sysfs::Tree& tree, const std::string& pci,
                                   std::chrono::milliseconds timeout) const {
     std::string dir = tree.pci_path(pci);
     struct stat st;
     if (::stat(dir.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
-    return Lock(dir, "VF " + pci, timeout);
+    return base::DirLock(dir, "VF " + pci, timeout);
 }
 
 std::optional<VfRecord> VfStore::read(const std::string& pci) const {

@@ -12,21 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/fd.h"
+#include "base/flock.h"
 #include "netns/sysfs.h"
 #include "netns/vf.h"
 
 namespace cni::state {
-
-/// An exclusive flock on an existing directory, held for the object's lifetime.
-class Lock {
-public:
-    /// Waits at most `timeout`, then throws code 11 (try again later) naming `what`.
-    Lock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout);
-
-private:
-    base::UniqueFd fd_;
-};
 
 // --- SR-IOV VF records ---
 
@@ -67,7 +57,7 @@ public:
     std::string path(const std::string& pci) const { return dir_ + "/" + pci + ".json"; }
     /// Takes the VF's lock (its sysfs directory), waiting at most `timeout`; nullopt when
     /// the VF no longer exists, so there is nothing on it to serialise.
-    std::optional<Lock> lock(const netns::sysfs::Tree& tree, const std::string& pci,
+    std::optional<base::DirLock> lock(const netns::sysfs::Tree& tree, const std::string& pci,
                              std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
     /// nullopt when there is no record; throws when it cannot be read.
     std::optional<VfRecord> read(const std::string& pci) const;

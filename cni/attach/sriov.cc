@@ -682,7 +682,7 @@ private:
 
     SriovConf keys_;
     std::unique_ptr<vf::PfControl> pf_;
-    std::map<std::string, state::Lock> locks_;   ///< by VF, held until the plugin exits
+    std::map<std::string, base::DirLock> locks_;   ///< by VF, held until the plugin exits
 };
 
 }  // namespace

@@ -6,7 +6,6 @@
 
 #include "cni/attach/attachment.h"
 #include "base/files.h"
-#include "cni/vf_state.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
 #include "cni/placement/placement.h"

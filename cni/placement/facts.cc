@@ -8,7 +8,6 @@
 
 #include "base/files.h"
 #include "base/log.h"
-#include "cni/vf_state.h"
 #include "cni/error.h"
 #include "cni/placement/device_usage.h"
 #include "cni/placement/kube.h"

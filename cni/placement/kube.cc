@@ -13,8 +13,8 @@
 #include "cni/error.h"
 #include "cni/placement/https.h"
 #include "base/log.h"
-#include "cni/vf_state.h"
 #include "base/files.h"
+#include "base/flock.h"
 #include "cni/placement/yaml.h"
 
 namespace cni::kube {
@@ -381,7 +381,7 @@ Labels cached_node_labels(const Kubeconfig& kc, const std::string& node, const C
     // One fetch at a time; whoever waited finds the fresh entry (or the remembered
     // failure) and does not fetch again. The cache's directory is the lock: no lock file.
     base::fs::mkdir_p(opt.state_dir + "/node-labels", 0700);
-    state::Lock lock(opt.state_dir + "/node-labels", "the node label cache", std::chrono::seconds(10));
+    base::DirLock lock(opt.state_dir + "/node-labels", "the node label cache", std::chrono::seconds(10));
     auto cached = read_cache(path);
     double now = now_seconds();
     if (auto hit = fresh(cached, kc.server, opt.ttl_seconds, now)) return *hit;

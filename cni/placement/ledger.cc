@@ -9,7 +9,6 @@
 
 #include "base/files.h"
 #include "base/log.h"
-#include "cni/vf_state.h"
 
 namespace cni::ledger {
 

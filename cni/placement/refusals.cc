@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
-#include "cni/vf_state.h"
 #include "base/files.h"
+#include "base/flock.h"
 
 namespace cni::refusals {
 
@@ -43,7 +43,7 @@ void count(const std::string& state_dir, const std::string& network, const std::
     try {
         base::fs::mkdir_p(dir(state_dir), 0700);
         // Read, add, replace under the directory's lock: concurrent refusals all count.
-        state::Lock lock(dir(state_dir), "the refusal counter", std::chrono::seconds(2));
+        base::DirLock lock(dir(state_dir), "the refusal counter", std::chrono::seconds(2));
         Counts c = read(state_dir);
         for (auto& name : constraints) ++c[network][name];
         nlohmann::json j = nlohmann::json::object();
