@@ -10,7 +10,7 @@ JOBS          ?= $(shell nproc)
 
 # Debian packages we build and test with; installed only when missing.
 DEB_DEPS := cmake g++ clang libclang-rt-14-dev make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev libboost-dev libssl-dev libc-ares-dev \
-            libnl-3-dev libnl-route-3-dev \
+            libnl-3-dev libnl-route-3-dev libyaml-dev \
             openssl iproute2 iputils-ping python3 python3-yaml containernetworking-plugins \
             podman runc containerd busybox-static time
 

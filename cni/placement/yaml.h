@@ -1,6 +1,5 @@
-// The block-style YAML subset that kubeconfigs (kubectl, Multus) and NAD manifests use,
-// read into JSON. Debian has no C++ YAML library in our dependency set, and these files
-// need only a small part of YAML.
+// Kubeconfigs (kubectl, Multus) and NAD manifests read into JSON, with libyaml (Debian's
+// libyaml, linked statically into the release binary) doing the YAML.
 #pragma once
 #include <string>
 
@@ -8,13 +7,14 @@
 
 namespace cni {
 
-/// Parses `text` into JSON. Supported: block mappings and sequences (a sequence may sit
-/// at its parent key's indentation, as kubectl writes it), "- key: value" items, plain,
-/// 'single' and "double" quoted scalars, literal (|) and folded (>) block scalars,
-/// comments, "---" at the start, and flow collections written as JSON ({}, [], ["a"]).
-/// Plain true/false become booleans and null/~ null; every other scalar is a string.
-/// Anchors, aliases, tags and several documents are refused. Text whose first character
-/// is '{' or '[' is read as JSON. Errors are code 7: "<what>: line N: <why>".
+/// Parses one YAML document into JSON. Mappings become objects (keys must be scalars and
+/// unique), sequences arrays. A plain scalar true/false becomes a boolean and null/~ (or
+/// nothing) null; inside a flow collection ([..], {..}: JSON), a plain scalar that is a
+/// JSON number becomes a number, as JSON would read it; every other scalar is a string
+/// (so "port: 8080" stays the string kubeconfig readers expect). Refused: anchors,
+/// aliases and tags (nothing a kubeconfig or NAD needs, and an alias is how a small
+/// document expands into a huge one), several documents, nesting deeper than 64 levels.
+/// Errors are code 7: "<what>: line N: <why>".
 nlohmann::json parse_yaml(const std::string& text, const std::string& what);
 
 }  // namespace cni

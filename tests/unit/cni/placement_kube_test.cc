@@ -31,7 +31,7 @@ const char* kKeyB64 = "S0VZCg==";    // "KEY\n"
 
 }  // namespace
 
-TEST_CASE("yaml: the block subset becomes JSON") {
+TEST_CASE("yaml: block and flow YAML become JSON") {
     auto j = cni::parse_yaml(R"(# comment
 ---
 apiVersion: v1
@@ -116,25 +116,29 @@ TEST_CASE("yaml: quoted scalars over several lines fold as PyYAML and Go write t
     CHECK(j["double"] == "x\n\ny");
 }
 
-TEST_CASE("yaml: JSON input, and what the subset refuses") {
+TEST_CASE("yaml: JSON input, and what is refused with the line it is on") {
     CHECK(cni::parse_yaml(R"({"a": [1, 2]})", "t")["a"][1] == 2);
+    CHECK(cni::parse_yaml("a: [x, y]\n", "t")["a"] == json({"x", "y"}));
+    CHECK(cni::parse_yaml("", "t").is_null());
     struct Row {
-        const char* text;
+        std::string text;
         const char* want;
     };
     const Row rows[] = {
         {"a: &x 1\nb: *x\n", "line 1: anchors, aliases and tags"},
-        {"a: !!str 1\n", "tags are not supported"},
+        {"a: 1\nb: *x\n", "line 2: anchors, aliases and tags"},
+        {"a: !!str 1\n", "line 1: anchors, aliases and tags"},
         {"a: 1\n---\nb: 2\n", "line 2: several YAML documents"},
         {"a:\n\tb: 1\n", "line 2: tabs are not allowed"},
-        {"a: 1\n  b: 2\n", "line 2: unexpected indentation"},
+        {"a: 1\n  b: 2\n", "line 2: mapping values are not allowed"},
         {"a: 1\na: 2\n", "line 2: duplicate key 'a'"},
-        {"a: \"open\n", "line 1: unterminated quoted string"},
-        {"a: 'open\n  still open\n", "line 1: unterminated quoted string"},
-        {"a: [x, y]\n", "flow collections must be written as JSON"},
-        {"a: \"x\" y\n", "unexpected text after a quoted string"},
-        {"{oops", "not valid JSON"},
+        {"a: \"open\n", "line 2: found unexpected end of stream (while scanning a quoted scalar)"},
+        {"a: 'open\n  still open\n", "line 3: found unexpected end of stream (while scanning a quoted scalar)"},
+        {"a: \"x\" y\n", "line 1: did not find expected key"},
+        {"{oops", "line 2: did not find expected ',' or '}'"},
         {"- a\nb: 1\n", "line 2"},
+        {"[x]: 1\n", "line 1: a mapping key must be a scalar"},
+        {std::string(66, '['), "nested deeper than 64 levels"},
     };
     for (auto& r : rows) {
         std::string text = r.text;
