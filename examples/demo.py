@@ -138,7 +138,8 @@ try:
     print(json.dumps(result, indent=1))
     sh("ip", "-br", "addr", "show", "net1", ns=pods["trader"])
     sh("tc", "qdisc", "show", "dev", "net1", ns=pods["trader"])
-    print("bandwidth ledger:", sorted(os.listdir(os.path.join(state_dir, "bandwidth", nic))))
+    # The NIC is a PF: its macvlans and its VFs share one wire, so one ledger, named by the PF's PCI address.
+    print("bandwidth ledger of PF 0000:3b:00.0:", sorted(os.listdir(os.path.join(state_dir, "bandwidth", "0000:3b:00.0"))))
 
     make_pod("batch")
     refuse(network("rack2-net", nodeSelector={"example.com/rack": "r2"}), "batch",
@@ -171,8 +172,11 @@ try:
     step("DEL pod 'trader', twice (the second finds nothing and still succeeds)")
     cni("DEL", good, "trader")
     cni("DEL", good, "trader")
+    # Bookkeeping (README, Files on the node): refusal counters, store locks, round-robin cursors, and the
+    # capacity the link's last admission counted against.
     left = [p for p in files() if os.path.isfile(p) and "/metrics/" not in p and os.path.basename(p) != "lock"
-            and not os.path.basename(p).startswith("last_reserved_ip")]
+            and not os.path.basename(p).startswith("last_reserved_ip")
+            and not (os.path.basename(p) == "capacity" and "/bandwidth/" in p)]
     print(f"links in the node: {links(node)}; in the pod: {links(pods['trader'])}")
     print(f"files left besides bookkeeping: {left or 'none'}")
     if left or links(pods["trader"]) != ["lo"]:
