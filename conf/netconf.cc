@@ -208,14 +208,10 @@ NetConf parse(const std::string& input, const ArgsView& args, const Protocol& pr
     step([&] {
         // Which kind reads the rest: "delegate" wraps another plugin, "attachment" names
         // one of ours. The kind itself is looked up, and reads its keys, in cni/attach/.
-        auto a = opt_string(c.raw, "attachment", "");
-        if (member(c.raw, "delegate")) {
-            if (member(c.raw, "attachment"))
-                bad("delegate", "cannot be combined with \"attachment\" (the delegate is the attachment)");
-            c.kind = "delegate";
-        } else {
-            c.kind = a.value_or("veth");
-        }
+        opt_string(c.raw, "attachment", "");   // a string when present
+        if (member(c.raw, "delegate") && member(c.raw, "attachment"))
+            bad("delegate", "cannot be combined with \"attachment\" (the delegate is the attachment)");
+        c.kind = kind_of(c.raw);
     });
     step([&] { if (auto mtu = opt_int(c.raw, "mtu", "", 68, 65535)) c.mtu = static_cast<int>(*mtu); });
     step([&] {
@@ -264,6 +260,12 @@ NetConf parse(const std::string& input, const ArgsView& args, const Protocol& pr
     step([&] { if (auto* prev = member(c.raw, "prevResult")) c.prev_result = protocol.read_result(*prev, "prevResult"); });
     parse_gc(c);   // GC's input: never ignored, a wrong list would release the wrong things
     return c;
+}
+
+std::string kind_of(const nlohmann::json& raw) {
+    if (member(raw, "delegate")) return "delegate";
+    auto* a = member(raw, "attachment");
+    return a && a->is_string() ? a->get<std::string>() : "veth";
 }
 
 }  // namespace conf

@@ -80,6 +80,10 @@ enum class Purpose {
 /// nodeSelector can always be torn down.
 NetConf parse(const std::string& text, const ArgsView& args, const Protocol& protocol, Purpose purpose = Purpose::Setup);
 
+/// The attachment kind a config names, as parse reads it (NetConf::kind), without checking
+/// anything else: for configs kept in records, which only need to be counted by kind.
+std::string kind_of(const nlohmann::json& raw);
+
 /// The cniVersion field only, for error objects printed before full parsing succeeds.
 std::string peek_version(const std::string& text);
 

@@ -127,12 +127,6 @@ struct Facts {
     refusals::Counts refused;
 };
 
-std::string attachment_kind(const nlohmann::json& config) {
-    if (config.contains("delegate")) return "delegate";
-    auto a = config.find("attachment");
-    return a != config.end() && a->is_string() ? a->get<std::string>() : "veth";
-}
-
 void gather_records(const Options& o, Facts& f, const std::map<std::string, std::string>& pf_names) {
     for (auto& network : entries(o.state_dir + "/attachments")) {
         std::vector<Record> recs = list_records(o.state_dir, network);
@@ -140,7 +134,7 @@ void gather_records(const Options& o, Facts& f, const std::map<std::string, std:
         for (auto& r : recs) {
             if (r.result.is_null()) continue;   // ADD in flight, or died: not an attachment
             std::string link = pf_names.count(r.link) ? pf_names.at(r.link) : r.link;
-            ++f.attachments[{network, attachment_kind(r.config), link}];
+            ++f.attachments[{network, conf::kind_of(r.config), link}];
             if (!latest || r.completed_ns > latest->completed_ns) latest = &r;
         }
         // The pool as the network's newest attachment configured it.
