@@ -60,7 +60,7 @@ Subject placement_subject(const conf::NetConf& c, const Attachment& kind);
 /// interface on the node (none given and `default_route`: the interface of the node's
 /// default route); `what` names the kind in the reasons there is none. `link_kind` is
 /// the kind of link counted on the master.
-Device pci_device(const std::string& pci, const std::string& sysfs);
+Device pci_device(const std::string& pci, const conf::NetConf& c);
 Device master_device(std::optional<std::string> master, const std::string& what, bool default_route, bool in_pod,
                      const std::string& link_kind);
 /// The VF a config names: deviceID, pciBusID, runtimeConfig.deviceID (as given).

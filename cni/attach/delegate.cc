@@ -68,8 +68,8 @@ public:
     // macvlan or ipvlan delegate without a master takes the default route's, as it would.
     Device device(const conf::NetConf& c) const override {
         std::string t = type();
-        if (auto pci = device_id_in(c.raw)) return pci_device(*pci, c.sysfs_root);
-        if (auto pci = device_id_in(keys_)) return pci_device(*pci, c.sysfs_root);
+        if (auto pci = device_id_in(c.raw)) return pci_device(*pci, c);
+        if (auto pci = device_id_in(keys_)) return pci_device(*pci, c);
         bool lower = t == "macvlan" || t == "ipvlan";
         std::optional<std::string> master;
         if (auto* m = conf::member(keys_, "master"); m && m->is_string() && !m->get<std::string>().empty())

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "cni/attach/attachment.h"
+#include "cni/attach/sriov_state.h"
 #include "cni/result.h"
 #include "cni/version.h"
 #include "conf/fields.h"
@@ -116,7 +117,8 @@ std::optional<std::string> device_id_in(const nlohmann::json& j) {
     return std::nullopt;
 }
 
-Device pci_device(const std::string& pci, const std::string& sysfs) {
+Device pci_device(const std::string& pci, const conf::NetConf& c) {
+    const std::string& sysfs = c.sysfs_root;
     Device d;
     if (!netns::sysfs::is_pci_address(pci)) {
         d.none_why = "deviceID '" + pci + "' is not a PCI address";
@@ -125,6 +127,10 @@ Device pci_device(const std::string& pci, const std::string& sysfs) {
     d.kind = Device::Kind::Pci;
     d.name = pci;
     d.label = (netns::sysfs::Tree(sysfs).physfn(pci) ? "VF " : "PCI device ") + pci;
+    // A VF in use has a state record, whichever network attached it.
+    d.in_use_on_pf = [state_dir = c.state_dir, sysfs, pci](const std::string& pf) {
+        return state::vfs_in_use(state_dir, sysfs, pf, pci);
+    };
     return d;
 }
 

@@ -36,7 +36,7 @@
 #include "cni/pod_netns.h"
 #include "cni/records.h"
 #include "cni/attach/shaping.h"
-#include "cni/vf_state.h"
+#include "cni/attach/sriov_state.h"
 #include "base/files.h"
 #include "netns/netlink.h"
 #include "netns/sysctl.h"
@@ -300,7 +300,7 @@ public:
             d.none_why = "attachment sriov names no device (no deviceID, pciBusID or master)";
             return d;
         }
-        return pci_device(*pci, c.sysfs_root);
+        return pci_device(*pci, c);
     }
 
     std::optional<int> add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {

@@ -19,7 +19,7 @@
 #include <sstream>
 
 #include "cni/attach/attachment.h"
-#include "cni/vf_state.h"
+#include "cni/attach/sriov_state.h"
 #include "base/hash.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"

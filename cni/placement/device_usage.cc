@@ -15,7 +15,6 @@
 #include "base/files.h"
 #include "cni/error.h"
 #include "base/log.h"
-#include "cni/vf_state.h"
 #include "netns/netlink.h"
 #include "netns/sysfs.h"
 #include "netns/mnl.h"
@@ -121,24 +120,5 @@ MacvlanUse macvlans_on_master(const std::string& master, const std::string& kind
     return use;
 }
 
-std::vector<std::string> vfs_in_use(const std::string& state_dir, const std::string& sysfs_root,
-                                    const std::string& pf_pci, const std::string& vf) {
-    std::vector<std::string> out;
-    state::VfStore store(state_dir);
-    netns::sysfs::Tree tree(sysfs_root);
-    for (auto& pci : store.pcis()) {
-        if (pci == vf) continue;
-        // The record says which PF the VF was on when attached; a record that cannot be
-        // read still marks the VF as used, and sysfs says its PF.
-        std::optional<std::string> pf;
-        try {
-            if (auto r = store.read(pci)) pf = r->pf_pci;
-        } catch (const base::Error&) {
-        }
-        if (!pf) pf = tree.physfn(pci);
-        if (pf && *pf == pf_pci) out.push_back(pci);
-    }
-    return out;
-}
 
 }  // namespace cni

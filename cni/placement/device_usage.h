@@ -26,10 +26,5 @@ struct MacvlanUse {
 MacvlanUse macvlans_on_master(const std::string& master, const std::string& kind, const netns::Handle* self,
                               const std::string& self_ifname);
 
-/// VFs of the PF `pf_pci` that are in use according to the SR-IOV state records
-/// (<stateDir>/sriov/<vf-pci>.json), not counting `vf`. A record belongs to the PF
-/// when its "pfPciAddress" says so, or else when sysfs says the VF's physfn is the PF.
-std::vector<std::string> vfs_in_use(const std::string& state_dir, const std::string& sysfs_root,
-                                    const std::string& pf_pci, const std::string& vf);
 
 }  // namespace cni

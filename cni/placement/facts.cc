@@ -201,7 +201,8 @@ DeviceUse device_use(const conf::NetConf& c, const Device& d, const PodInfo& pod
     }
     auto pf = netns::sysfs::Tree(c.sysfs_root).physfn(d.name);
     if (!pf) return {std::nullopt, d.label + " is no VF (no physfn in sysfs)"};
-    auto used = vfs_in_use(c.state_dir, c.sysfs_root, *pf, d.name);
+    if (!d.in_use_on_pf) return {std::nullopt, "nothing records which VFs of PF " + *pf + " are in use"};
+    auto used = d.in_use_on_pf(*pf);
     std::string facts = "PF " + *pf + " of " + d.label + " has " + std::to_string(used.size()) + " VF" +
                         (used.size() == 1 ? "" : "s") + " in use" + some(used);
     return {used, facts};

@@ -39,6 +39,9 @@ struct Device {
     std::string link_kind = "macvlan";   ///< links counted on a master
     std::string none_why;             ///< Kind::None: why there is no device to look at
     std::string label;                ///< "VF 0000:03:02.1", "master 'eth1'"
+    /// Kind::Pci: the other devices of PF `pf_pci` that attachments hold, as the kind that
+    /// records them knows (the SR-IOV state records); unset when nothing records them.
+    std::function<std::vector<std::string>(const std::string& pf_pci)> in_use_on_pf;
 };
 
 /// What placement needs of an attachment, as its kind (cni/attach/) describes it.

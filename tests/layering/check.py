@@ -21,7 +21,7 @@ FORBIDDEN = [
     ("ipam", "netns/error.h"), ("ipam", "conf/error.h"), ("ipam", "cni/error.h"),
     ("conf", "cni/error.h"), ("conf", "cni/result.h"),
     ("proto", "cni/placement/placement.h"), ("proto", "cni/attach/attachment.h"), ("proto", "cni/verbs.h"),
-    ("placement", "cni/attach/attachment.h"), ("placement", "cni/verbs.h"), ("placement", "cni/cli/cli.h"),
+    ("placement", "cni/attach/attachment.h"), ("placement", "cni/attach/sriov_state.h"), ("placement", "cni/verbs.h"), ("placement", "cni/cli/cli.h"),
     ("attach", "cni/verbs.h"), ("attach", "cni/cli/cli.h"),
     ("verbs", "cni/cli/cli.h"),
 ]

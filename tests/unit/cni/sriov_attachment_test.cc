@@ -15,7 +15,7 @@
 #include "../netns/temp_netns.h"
 #include "cni/attach/sriov.h"
 #include "cni/error.h"
-#include "cni/vf_state.h"
+#include "cni/attach/sriov_state.h"
 #include "netns/netlink.h"
 #include "netns/vf.h"
 

@@ -11,7 +11,7 @@
 
 #include "cni/error.h"
 #include "base/files.h"
-#include "cni/vf_state.h"
+#include "cni/attach/sriov_state.h"
 
 namespace fs = std::filesystem;
 using cni::state::VfRecord;

@@ -73,4 +73,10 @@ private:
     std::string dir_;
 };
 
+/// VFs of the PF `pf_pci` that are in use according to the SR-IOV state records
+/// (<stateDir>/sriov/<vf-pci>.json), not counting `vf`. A record belongs to the PF
+/// when its record says so, or else (a record that cannot be read) when sysfs says the VF's physfn is the PF.
+std::vector<std::string> vfs_in_use(const std::string& state_dir, const std::string& sysfs_root,
+                                    const std::string& pf_pci, const std::string& vf);
+
 }  // namespace cni::state

@@ -1,4 +1,4 @@
-#include "cni/vf_state.h"
+#include "cni/attach/sriov_state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -179,6 +179,26 @@ std::vector<VfRecord> VfStore::list() const {
         } catch (const base::Error& e) {
             base::log::warn(e.what());
         }
+    }
+    return out;
+}
+
+std::vector<std::string> vfs_in_use(const std::string& state_dir, const std::string& sysfs_root,
+                                    const std::string& pf_pci, const std::string& vf) {
+    std::vector<std::string> out;
+    VfStore store(state_dir);
+    netns::sysfs::Tree tree(sysfs_root);
+    for (auto& pci : store.pcis()) {
+        if (pci == vf) continue;
+        // The record says which PF the VF was on when attached; a record that cannot be
+        // read still marks the VF as used, and sysfs says its PF.
+        std::optional<std::string> pf;
+        try {
+            if (auto r = store.read(pci)) pf = r->pf_pci;
+        } catch (const base::Error&) {
+        }
+        if (!pf) pf = tree.physfn(pci);
+        if (pf && *pf == pf_pci) out.push_back(pci);
     }
     return out;
 }
