@@ -2,6 +2,7 @@
 
 #include "conf/error.h"
 #include "ipam/error.h"
+#include "kube/error.h"
 #include "netns/error.h"
 
 namespace cni {
@@ -36,6 +37,15 @@ int code(conf::Error::Kind k) {
     return kInternal;
 }
 
+int code(kube::Error::Kind k) {
+    switch (k) {
+        case kube::Error::Kind::Unavailable: return kTryAgainLater;
+        case kube::Error::Kind::Invalid: return kInvalidConfig;
+        case kube::Error::Kind::Internal: return kInternal;
+    }
+    return kInternal;
+}
+
 }  // namespace
 
 int code_of(const base::Error& e) {
@@ -43,6 +53,7 @@ int code_of(const base::Error& e) {
     if (auto* n = dynamic_cast<const netns::Error*>(&e)) return code(n->kind);
     if (auto* i = dynamic_cast<const ipam::Error*>(&e)) return code(i->kind);
     if (auto* c = dynamic_cast<const conf::Error*>(&e)) return code(c->kind);
+    if (auto* k = dynamic_cast<const kube::Error*>(&e)) return code(k->kind);
     if (dynamic_cast<const base::FileError*>(&e)) return kIoFailure;
     if (dynamic_cast<const base::LockTimeout*>(&e)) return kTryAgainLater;
     return kInternal;

@@ -114,7 +114,7 @@ void topocni_nl_replay() {
 // about ten CPUID instructions, each a VM exit (5 us here), 0.05 ms on every plugin run,
 // VERSION and DEL included, while only a node-label lookup ever uses TLS. This definition
 // comes before libcrypto.a on the link line, so the library's own is never linked; it
-// does nothing until cni/https.cc sets topocni_tls_wanted, and OPENSSL_init_ssl then
+// does nothing until kube/https.cc sets topocni_tls_wanted, and OPENSSL_init_ssl then
 // calls it (from ossl_init_base) before any cipher is chosen. Same steps as OpenSSL's
 // crypto/cpuid.c (without its OPENSSL_ia32cap override from the environment).
 #if defined(__x86_64__)

@@ -17,7 +17,7 @@
 #include "base/hash.h"
 #include "cni/error.h"
 #include "cni/records.h"
-#include "cni/placement/yaml.h"
+#include "kube/yaml.h"
 
 extern char** environ;
 
@@ -36,7 +36,7 @@ nlohmann::json load_config(const std::string& path) {
     ss << in.rdbuf();
     auto j = nlohmann::json::parse(ss.str(), nullptr, false);
     // Not JSON: a NetworkAttachmentDefinition manifest in YAML, as kubectl takes it.
-    if (j.is_discarded()) j = parse_yaml(ss.str(), "config file '" + path + "'");
+    if (j.is_discarded()) j = kube::parse_yaml(ss.str(), "config file '" + path + "'");
     if (!j.is_object()) throw Error(kDecodingFailure, "config file '" + path + "' is not a JSON or YAML object");
     // A NetworkAttachmentDefinition in JSON: its spec.config holds the CNI config as a string.
     if (j.contains("spec") && j["spec"].is_object() && j["spec"].contains("config") && j["spec"]["config"].is_string()) {

@@ -9,7 +9,7 @@
 #include "cni/cli/cli.h"
 #include "cni/error.h"
 #include "cni/placement/placement.h"
-#include "cni/placement/yaml.h"
+#include "kube/yaml.h"
 
 namespace cni {
 
@@ -22,7 +22,7 @@ using json = nlohmann::json;
 std::string explain_config_text(const std::string& path) {
     auto text = base::fs::read_file(path);
     if (!text) throw Error(kInvalidConfig, "'" + path + "' does not exist");
-    json j = parse_yaml(*text, "'" + path + "'");
+    json j = kube::parse_yaml(*text, "'" + path + "'");
     if (!j.is_object())
         throw Error(kInvalidConfig, "'" + path + "' is not a CNI config or a NetworkAttachmentDefinition");
     json conf = j;

@@ -10,7 +10,7 @@
 #include "base/log.h"
 #include "cni/error.h"
 #include "cni/placement/device_usage.h"
-#include "cni/placement/kube.h"
+#include "kube/node_cache.h"
 #include "cni/placement/topology.h"
 #include "ipam/usage.h"
 #include "netns/sysfs.h"

@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "cni/error.h"
-#include "cni/placement/kube.h"
-#include "cni/placement/yaml.h"
+#include "kube/kubeconfig.h"
+#include "kube/yaml.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -32,7 +32,7 @@ const char* kKeyB64 = "S0VZCg==";    // "KEY\n"
 }  // namespace
 
 TEST_CASE("yaml: block and flow YAML become JSON") {
-    auto j = cni::parse_yaml(R"(# comment
+    auto j = kube::parse_yaml(R"(# comment
 ---
 apiVersion: v1
 kind: Config
@@ -103,7 +103,7 @@ long: this plain scalar
 
 TEST_CASE("yaml: quoted scalars over several lines fold as PyYAML and Go write them") {
     // What PyYAML writes for a NAD's spec.config holding pretty-printed JSON.
-    auto j = cni::parse_yaml("spec:\n"
+    auto j = kube::parse_yaml("spec:\n"
                              "  config: \"{\\n  \\\"cniVersion\\\": \\\"1.1.0\\\",\\n  \\\"type\\\"\\\n"
                              "    : \\\"topocni\\\",\\n  \\\"a\\\": [\\n\\\n"
                              "    \\ 1]\\n}\"\n"
@@ -117,9 +117,9 @@ TEST_CASE("yaml: quoted scalars over several lines fold as PyYAML and Go write t
 }
 
 TEST_CASE("yaml: JSON input, and what is refused with the line it is on") {
-    CHECK(cni::parse_yaml(R"({"a": [1, 2]})", "t")["a"][1] == 2);
-    CHECK(cni::parse_yaml("a: [x, y]\n", "t")["a"] == json({"x", "y"}));
-    CHECK(cni::parse_yaml("", "t").is_null());
+    CHECK(kube::parse_yaml(R"({"a": [1, 2]})", "t")["a"][1] == 2);
+    CHECK(kube::parse_yaml("a: [x, y]\n", "t")["a"] == json({"x", "y"}));
+    CHECK(kube::parse_yaml("", "t").is_null());
     struct Row {
         std::string text;
         const char* want;
@@ -143,7 +143,7 @@ TEST_CASE("yaml: JSON input, and what is refused with the line it is on") {
     for (auto& r : rows) {
         std::string text = r.text;
         CAPTURE(text);
-        std::string e = error_of([&] { cni::parse_yaml(r.text, "what"); });
+        std::string e = error_of([&] { kube::parse_yaml(r.text, "what"); });
         CAPTURE(e);
         CHECK(e.rfind("7 what: ", 0) == 0);
         CHECK(e.find(r.want) != std::string::npos);
@@ -151,14 +151,14 @@ TEST_CASE("yaml: JSON input, and what is refused with the line it is on") {
 }
 
 TEST_CASE("base64: standard and URL alphabets, padding optional, garbage refused") {
-    CHECK(cni::kube::base64_decode("aGVsbG8=") == "hello");
-    CHECK(cni::kube::base64_decode("aGVsbG8") == "hello");
-    CHECK(cni::kube::base64_decode("aGVs\nbG8=\n") == "hello");
-    CHECK(cni::kube::base64_decode("") == "");
-    CHECK(cni::kube::base64_decode("-_8=") == std::string("\xfb\xff", 2));
-    CHECK_FALSE(cni::kube::base64_decode("a$=="));
-    CHECK_FALSE(cni::kube::base64_decode("aGVsbG8=x"));
-    CHECK_FALSE(cni::kube::base64_decode("a"));
+    CHECK(kube::base64_decode("aGVsbG8=") == "hello");
+    CHECK(kube::base64_decode("aGVsbG8") == "hello");
+    CHECK(kube::base64_decode("aGVs\nbG8=\n") == "hello");
+    CHECK(kube::base64_decode("") == "");
+    CHECK(kube::base64_decode("-_8=") == std::string("\xfb\xff", 2));
+    CHECK_FALSE(kube::base64_decode("a$=="));
+    CHECK_FALSE(kube::base64_decode("aGVsbG8=x"));
+    CHECK_FALSE(kube::base64_decode("a"));
 }
 
 TEST_CASE("kubeconfig: Multus's layout with inline CA and token") {
@@ -181,7 +181,7 @@ contexts:
     user: multus
 current-context: multus-context
 )";
-    auto kc = cni::kube::parse_kubeconfig(text, "/etc/cni/net.d/multus.d/multus.kubeconfig");
+    auto kc = kube::parse_kubeconfig(text, "/etc/cni/net.d/multus.d/multus.kubeconfig");
     CHECK(kc.server == "https://10.96.0.1:443");   // brackets around IPv4 dropped
     CHECK(kc.ca_pem == "-----BEGIN CERTIFICATE-----\nCA\n");
     CHECK(kc.token == "eyJhbGciOi.x.y");
@@ -226,7 +226,7 @@ users:
     client-certificate-data: )" + kCertB64 + R"(
     client-key-data: )" + kKeyB64 + R"(
 )";
-        auto kc = cni::kube::parse_kubeconfig(text, (dir / "config").string());
+        auto kc = kube::parse_kubeconfig(text, (dir / "config").string());
         CHECK(kc.server == "https://127.0.0.1:6443");
         CHECK(kc.client_cert_pem == "CERT\n");
         CHECK(kc.client_key_pem == "KEY\n");
@@ -252,7 +252,7 @@ contexts:
   context: {"cluster": "c", "user": "u"}
 current-context: x
 )";
-        auto kc = cni::kube::parse_kubeconfig(text, (dir / "config").string());
+        auto kc = kube::parse_kubeconfig(text, (dir / "config").string());
         CHECK(kc.server == "https://[fd00::1]:6443");   // IPv6 keeps its brackets
         CHECK(kc.ca_pem == "CA FILE\n");
         CHECK(kc.token == "file-token");
@@ -263,7 +263,7 @@ current-context: x
     SUBCASE("JSON kubeconfig with one context and no current-context") {
         json j = {{"clusters", {{{"name", "c"}, {"cluster", {{"server", "http://127.0.0.1:8080"}}}}}},
                   {"contexts", {{{"name", "only"}, {"context", {{"cluster", "c"}}}}}}};
-        auto kc = cni::kube::parse_kubeconfig(j.dump(), (dir / "config").string());
+        auto kc = kube::parse_kubeconfig(j.dump(), (dir / "config").string());
         CHECK(kc.server == "http://127.0.0.1:8080");
         CHECK(kc.token.empty());
     }
@@ -302,12 +302,12 @@ current-context: x
         };
         for (auto& r : rows) {
             CAPTURE(r.text);
-            std::string e = error_of([&] { cni::kube::parse_kubeconfig(r.text, "/k/config"); });
+            std::string e = error_of([&] { kube::parse_kubeconfig(r.text, "/k/config"); });
             CHECK(e.rfind("7 kubeconfig '/k/config'", 0) == 0);
             CHECK(e.find(r.want) != std::string::npos);
         }
     }
-    CHECK(error_of([&] { cni::kube::load_kubeconfig((dir / "absent").string()); }).find("does not exist") != std::string::npos);
+    CHECK(error_of([&] { kube::load_kubeconfig((dir / "absent").string()); }).find("does not exist") != std::string::npos);
     fs::remove_all(dir);
 }
 

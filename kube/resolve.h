@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-namespace cni::resolve {
+namespace kube::resolve {
 
 /// The addresses of `host` (an IPv4 or IPv6 literal, brackets allowed, or a name), as
 /// text, IPv4 first. Code 11 when DNS does not answer within `timeout`; code 7 when the
 /// name exists nowhere.
 std::vector<std::string> addresses(const std::string& host, std::chrono::milliseconds timeout);
 
-}  // namespace cni::resolve
+}  // namespace kube::resolve

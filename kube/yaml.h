@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace cni {
+namespace kube {
 
 /// Parses one YAML document into JSON. Mappings become objects (keys must be scalars and
 /// unique), sequences arrays. A plain scalar true/false becomes a boolean and null/~ (or
@@ -17,4 +17,4 @@ namespace cni {
 /// Errors are code 7: "<what>: line N: <why>".
 nlohmann::json parse_yaml(const std::string& text, const std::string& what);
 
-}  // namespace cni
+}  // namespace kube

@@ -1,4 +1,4 @@
-#include "cni/placement/yaml.h"
+#include "kube/yaml.h"
 
 #include <yaml.h>
 
@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "cni/error.h"
+#include "kube/error.h"
 
-namespace cni {
+namespace kube {
 
 namespace {
 
@@ -20,7 +20,7 @@ constexpr size_t kMaxDepth = 64;
 class Events {
 public:
     Events(const std::string& text, std::string what) : what_(std::move(what)), text_(text) {
-        if (!yaml_parser_initialize(&parser_)) throw Error(kInternal, what_ + ": cannot start the YAML parser");
+        if (!yaml_parser_initialize(&parser_)) throw Error(Error::Kind::Internal, what_ + ": cannot start the YAML parser");
         yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text_.data()), text_.size());
     }
     ~Events() {
@@ -39,7 +39,7 @@ public:
     }
 
     [[noreturn]] void fail(size_t line0, const std::string& why) const {
-        throw Error(kInvalidConfig, what_ + ": line " + std::to_string(line0 + 1) + ": " + why);
+        throw Error(Error::Kind::Invalid, what_ + ": line " + std::to_string(line0 + 1) + ": " + why);
     }
 
 private:
@@ -159,4 +159,4 @@ json parse_yaml(const std::string& text, const std::string& what) {
     return Builder(ev).document();
 }
 
-}  // namespace cni
+}  // namespace kube
