@@ -297,4 +297,15 @@ void remove_file(const std::string& path) {
     sync_dir(parent_of(path));
 }
 
+std::vector<std::string> list_dir(const std::string& path) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(path.c_str())) {
+        while (auto* e = ::readdir(d))
+            if (e->d_name[0] != '.') out.push_back(e->d_name);
+        ::closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 }  // namespace base::fs

@@ -26,6 +26,9 @@ void remove_dirs(const std::vector<std::string>& created);
 bool is_empty_dir(const std::string& path);
 /// Every name directly under `at` (files, directories, anything), without "." and "..".
 std::vector<std::string> list_names(int at, const std::string& shown);
+/// The names directly under directory `path` that do not start with '.', sorted; none when
+/// it does not exist or cannot be read (sysfs, state directories: absent means empty).
+std::vector<std::string> list_dir(const std::string& path);
 /// rm -r of `name` under `at`; symlinks are removed, never followed. Missing is fine.
 void remove_tree(int at, const std::string& name, const std::string& shown);
 /// Opens directory `name` relative to `at` (AT_FDCWD for a plain path).

@@ -1,6 +1,7 @@
 #include "kube/kubeconfig.h"
 
 #include <cctype>
+#include <cstdlib>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -199,6 +200,22 @@ Kubeconfig load_kubeconfig(const std::string& path) {
     return parse_kubeconfig(read_whole("kubeconfig", path), path);
 }
 
+
+std::optional<Kubeconfig> in_cluster_config(const std::string& sa_dir) {
+    const char* host = ::getenv("KUBERNETES_SERVICE_HOST");
+    const char* port = ::getenv("KUBERNETES_SERVICE_PORT");
+    if (!host || !*host || !port || !*port) return std::nullopt;
+    Kubeconfig kc;
+    kc.path = "(in-cluster service account " + sa_dir + ")";
+    std::string h = host;
+    kc.server = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
+    kc.token_file = sa_dir + "/token";
+    kc.token = trimmed(read_whole(kc.path, kc.token_file));
+    kc.ca_pem = read_whole(kc.path, sa_dir + "/ca.crt");
+    kc.ca_source = "'" + sa_dir + "/ca.crt'";
+    kc.user = "serviceaccount";
+    return kc;
+}
 
 std::string current_token(const Kubeconfig& kc) {
     // A projected service-account token rotates: read it for every request.

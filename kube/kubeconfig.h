@@ -39,6 +39,11 @@ struct Kubeconfig {
 Kubeconfig parse_kubeconfig(const std::string& text, const std::string& path);
 Kubeconfig load_kubeconfig(const std::string& path);
 
+/// The pod's own service account, as client-go's rest.InClusterConfig reads it:
+/// KUBERNETES_SERVICE_HOST and _PORT, the token and CA under
+/// /var/run/secrets/kubernetes.io/serviceaccount (`sa_dir`). nullopt outside a pod.
+std::optional<Kubeconfig> in_cluster_config(const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+
 /// base64 (RFC 4648, padding optional, whitespace ignored); nullopt when malformed.
 std::optional<std::string> base64_decode(const std::string& in);
 

@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -22,6 +24,8 @@
 #include "cni/attach/sriov_state.h"
 #include "base/hash.h"
 #include "cni/cli/cli.h"
+#include "cni/cli/node_facts.h"
+#include "cni/cli/publish.h"
 #include "cni/error.h"
 #include "cni/placement/ledger.h"
 #include "cni/placement/placement.h"
@@ -95,7 +99,22 @@ std::string numa_key(int n) { return n < 0 ? "numa-unknown" : "numa" + std::to_s
 
 struct Options {
     std::string output, sysfs_root = "/sys", state_dir = "/var/lib/cni/topocni", format = "nfd";
+    std::string kubelet_root_dir = "/var/lib/kubelet", node;
+    bool publish = false;
+    PublishOptions pub;
 };
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+/// --node, else NODE_NAME (the DaemonSet's downward API), else the host name as kubelet
+/// takes it.
+std::string node_of(const Options& o) {
+    if (!o.node.empty()) return o.node;
+    if (const char* n = ::getenv("NODE_NAME"); n && *n) return n;
+    return node_name(conf::Placement{});
+}
 
 // ---- what the node has: gathered once, rendered as NFD labels or Prometheus metrics ----
 
@@ -388,16 +407,56 @@ void add_node_report(CLI::App& app, int& status) {
     cmd->add_option("--sysfs-root", o->sysfs_root, "sysfs mount point")->capture_default_str();
     cmd->add_option("--state-dir", o->state_dir, "topocni stateDir (VFs in use, bandwidth ledger, refusals)")
         ->capture_default_str();
-    cmd->add_option("--format", o->format, "nfd (key=value feature lines) or prometheus (text exposition format)")
-        ->check(CLI::IsMember({"nfd", "prometheus"}))
+    cmd->add_option("--format", o->format,
+                    "nfd (key=value feature lines), prometheus (text exposition format) or facts (the JSON document "
+                    "--publish puts on the Node)")
+        ->check(CLI::IsMember({"nfd", "prometheus", "facts"}))
         ->capture_default_str();
+    cmd->add_option("--kubelet-root-dir", o->kubelet_root_dir, "where kubelet's device-plugins checkpoint is (resourceName)")
+        ->capture_default_str();
+    cmd->add_option("--node", o->node, "the Node's name (default: $NODE_NAME, else the host name lower-cased)");
+    cmd->add_flag("--publish", o->publish,
+                  "keep this node's facts on its Node as annotation topocni.io/facts (runs until SIGTERM)");
+    auto* kc = cmd->add_option("--kubeconfig", o->pub.kubeconfig,
+                               "for --publish (default: the pod's service account, else topocni's, else Multus's kubeconfig)");
+    cmd->add_option("--interval", o->pub.interval, "--publish: read the facts at least every this many seconds")
+        ->check(CLI::Range(1.0, 3600.0))
+        ->capture_default_str();
+    cmd->add_option("--heartbeat", o->pub.heartbeat, "--publish: send unchanged facts again after this many seconds")
+        ->check(CLI::Range(10.0, 86400.0))
+        ->capture_default_str();
+    cmd->add_option("--api-timeout", o->pub.api_timeout, "--publish: seconds per API request")
+        ->check(CLI::Range(0.5, 120.0))
+        ->capture_default_str();
+    cmd->add_flag("--once", o->pub.once, "--publish: publish if needed, then exit (0: the Node has the facts)");
     cmd->footer("Examples:\n  topocni node-report\n"
                 "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni\n"
                 "Labels (prefix topocni.io/): numa-nodes, sriov-capable, sriov-pf.<pf>.{total,configured,free}-vfs,\n"
                 "sriov-pf.<pf>.numa-node, sriov-numa<N>.{configured,free}-vfs, link.<if>.speed-mbps,\n"
                 "bandwidth.<link>.{capacity,egress-free,ingress-free}-gbps, ipam.<network>.free-addresses.\n"
-                "  topocni node-report --format prometheus --output /var/lib/node_exporter/textfile_collector/topocni.prom");
-    cmd->callback([o, &status] {
+                "  topocni node-report --format prometheus --output /var/lib/node_exporter/textfile_collector/topocni.prom\n"
+                "  topocni node-report --format facts\n"
+                "  topocni node-report --publish --node \"$NODE_NAME\"");
+    cmd->callback([o, kc, &status] {
+        if (o->publish || o->format == "facts") {
+            FactsOptions fo{o->sysfs_root, o->state_dir, o->kubelet_root_dir, node_of(*o)};
+            if (!o->publish) {
+                std::string text = to_json(read_node_facts(fo)).dump(2) + "\n";
+                if (o->output.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
+                else write_atomically(o->output, text);
+                status = 0;
+                return;
+            }
+            o->pub.facts = fo;
+            o->pub.kubeconfig_set = kc->count() > 0;
+            struct sigaction sa {};
+            sa.sa_handler = on_signal;
+            ::sigaction(SIGTERM, &sa, nullptr);
+            ::sigaction(SIGINT, &sa, nullptr);
+            base::log::configure("info", "");
+            status = publish(o->pub, g_stop);
+            return;
+        }
         Facts f = gather(*o);
         auto text = o->format == "prometheus" ? render_prometheus(f) : render_nfd(f);
         if (o->output.empty()) std::fwrite(text.data(), 1, text.size(), stdout);

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <map>
+#include <set>
 
 #include "base/files.h"
 #include "base/log.h"
@@ -113,36 +115,198 @@ NodeLabels node_labels(const conf::NetConf& c, const PodInfo& pod, const EvalOpt
     return out;
 }
 
-// ---- the device ----
+// ---- reading the node into the document ----
 
-Fact device_numa(const Device& d, const std::string& sysfs) {
-    if (d.kind == Device::Kind::None) return {std::nullopt, d.none_why};
-    std::string file = d.kind == Device::Kind::Pci ? netns::sysfs::Tree(sysfs).pci_path(d.name) + "/numa_node"
-                                                   : sysfs + "/class/net/" + d.name + "/device/numa_node";
-    auto n = topo::read_numa_node(file);
-    if (!n) return {std::nullopt, d.label + " has no NUMA node in sysfs ('" + file + "' missing: a virtual device?)"};
-    if (*n < 0) return {std::nullopt, d.label + " reports NUMA node -1 (no affinity)"};
-    return {*n, d.label + " is on NUMA node " + std::to_string(*n)};
+namespace {
+
+std::string link_target(const std::string& path) {
+    char buf[PATH_MAX];
+    ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return {};
+    buf[n] = '\0';
+    std::string s = buf;
+    return s.substr(s.rfind('/') + 1);
 }
 
-Fact link_speed(const Device& d, const std::string& sysfs) {
-    if (d.kind == Device::Kind::None) return {std::nullopt, d.none_why};
-    std::string ifname = d.name, label = d.label;
-    if (d.kind == Device::Kind::Pci) {
-        netns::sysfs::Tree tree(sysfs);
-        auto pf = tree.physfn(d.name);
-        auto nets = tree.netdevs(pf ? *pf : d.name);
-        if (nets.empty())
-            return {std::nullopt, (pf ? "PF " + *pf + " of " + d.label : d.label) + " has no netdev in sysfs"};
-        ifname = nets.front();
-        label = pf ? "PF '" + ifname + "' of " + d.label : d.label + " ('" + ifname + "')";
+std::optional<long long> read_number(const std::string& path) {
+    auto text = base::fs::read_file(path);
+    if (!text) return std::nullopt;
+    try {
+        return std::stoll(*text);
+    } catch (const std::exception&) {
+        return std::nullopt;
     }
-    auto speed = topo::read_speed(sysfs, ifname);
+}
+
+}  // namespace
+
+void gather_numa(NodeFacts& f, const std::string& sysfs) {
+    if (!f.numa.empty()) return;
+    for (auto& [node, cpus] : topo::numa_cpus(sysfs)) f.numa.push_back({node, topo::format_cpuset(cpus)});
+}
+
+void gather_pci(NodeFacts& f, const std::string& sysfs, const std::string& pci,
+                const std::function<std::vector<std::string>(const std::string& pf)>& in_use, const std::string& vf) {
+    netns::sysfs::Tree tree(sysfs);
+    PfFacts* pf = nullptr;
+    for (auto& p : f.pfs)
+        if (p.pci == pci) pf = &p;
+    if (!pf) {
+        PfFacts n;
+        n.pci = pci;
+        auto nets = tree.netdevs(pci);
+        if (!nets.empty()) {
+            n.netdev = nets.front();
+            n.speed_mbps = topo::read_speed(sysfs, n.netdev);
+        }
+        n.numa = topo::read_numa_node(tree.pci_path(pci) + "/numa_node");
+        n.total_vfs = read_number(tree.pci_path(pci) + "/sriov_totalvfs").value_or(0);
+        long long configured = read_number(tree.pci_path(pci) + "/sriov_numvfs").value_or(0);
+        std::vector<std::string> used;
+        n.usage_known = static_cast<bool>(in_use);
+        if (in_use) used = in_use(pci);
+        auto add = [&](const std::string& v, bool held) {
+            for (auto& x : n.vfs)
+                if (x.pci == v) {
+                    x.in_use = x.in_use || held;
+                    return;
+                }
+            n.vfs.push_back({v, topo::read_numa_node(tree.pci_path(v) + "/numa_node"), held, ""});
+        };
+        for (long long i = 0; i < configured && i < 65536; ++i) {
+            std::string v = link_target(tree.pci_path(pci) + "/virtfn" + std::to_string(i));
+            if (!v.empty()) add(v, false);
+        }
+        // Records name VFs in use; a VF sysfs shows only by its physfn link is a VF too.
+        for (auto& v : used) add(v, true);
+        f.pfs.push_back(std::move(n));
+        pf = &f.pfs.back();
+    }
+    if (!vf.empty() && !f.vf(vf).second)
+        pf->vfs.push_back({vf, topo::read_numa_node(tree.pci_path(vf) + "/numa_node"), false, ""});
+}
+
+void gather_link(NodeFacts& f, const std::string& sysfs, const std::string& name, const std::string& links_kind,
+                 bool count_links, const PodInfo& pod) {
+    LinkFacts* l = nullptr;
+    for (auto& x : f.links)
+        if (x.name == name) l = &x;
+    if (!l) {
+        LinkFacts n;
+        n.name = name;
+        std::string dir = sysfs + "/class/net/" + name;
+        n.exists = exists(dir);
+        n.has_device = exists(dir + "/device");
+        n.pci = link_target(dir + "/device");
+        if (!netns::sysfs::is_pci_address(n.pci)) n.pci.clear();
+        if (!n.pci.empty()) {
+            netns::sysfs::Tree tree(sysfs);
+            if (auto pf = tree.physfn(n.pci)) n.pf = *pf;
+            else if (exists(tree.pci_path(n.pci) + "/sriov_totalvfs")) n.pf = n.pci;
+        }
+        n.numa = topo::read_numa_node(dir + "/device/numa_node");
+        n.speed_mbps = topo::read_speed(sysfs, name);
+        n.links_kind = links_kind;
+        f.links.push_back(std::move(n));
+        l = &f.links.back();
+    }
+    if (count_links && !l->links) l->links = macvlans_on_master(name, links_kind, pod.netns, pod.ifname).where;
+}
+
+void gather_ledger(NodeFacts& f, const std::string& state_dir, const std::string& link, const std::string& network,
+                   const PodInfo& pod) {
+    if (f.ledger_of(link)) return;
+    LedgerFacts l{link, {}, ledger::capacity(state_dir, link)};
+    for (auto& e : ledger::entries(state_dir, link))
+        // CHECK of an admitted attachment does not count itself.
+        if (!(e.network == network && e.container_id == pod.container_id && e.ifname == pod.ifname))
+            l.entries.push_back(e);
+    f.ledgers.push_back(std::move(l));
+}
+
+void gather_pool(NodeFacts& f, const ipam::Config& pool, const std::string& network, const PodInfo& pod) {
+    if (f.network(network)) return;
+    NetworkFacts n{network, {}};
+    for (auto& u : ipam::pool_usage(pool, network)) {
+        bool mine = false;
+        for (auto& r : u.held)
+            mine = mine || (!pod.container_id.empty() && r.container_id == pod.container_id && r.ifname == pod.ifname);
+        n.sets.push_back({u.range_set, u.size, u.held.size(), mine});
+    }
+    f.networks.push_back(std::move(n));
+}
+
+void gather_device(NodeFacts& f, const conf::NetConf& c, const Device& d, const PodInfo& pod, bool count_links) {
+    gather_numa(f, c.sysfs_root);
+    if (d.kind == Device::Kind::Pci) {
+        auto pf = netns::sysfs::Tree(c.sysfs_root).physfn(d.name);
+        if (pf) gather_pci(f, c.sysfs_root, *pf, d.in_use_on_pf, d.name);
+        else gather_pci(f, c.sysfs_root, d.name, nullptr, "");
+    } else if (d.kind == Device::Kind::Master) {
+        gather_link(f, c.sysfs_root, d.name, d.link_kind, count_links, pod);
+        if (auto* l = f.link(d.name); l && !l->pf.empty()) gather_pci(f, c.sysfs_root, l->pf, d.in_use_on_pf, "");
+    }
+}
+
+// ---- the device's facts, as words, from the document alone ----
+
+namespace {
+
+/// The PCI device `pci` as the document has it: a VF with its PF, or a device of its own.
+struct PciView {
+    const PfFacts* pf = nullptr;     ///< the VF's PF; null for a device that is no VF
+    const PfFacts* self = nullptr;   ///< the device itself when it is no VF
+    const VfFacts* vf = nullptr;
+};
+
+PciView view(const NodeFacts& f, const std::string& pci) {
+    auto [pf, vf] = f.vf(pci);
+    if (vf) return {pf, nullptr, vf};
+    return {nullptr, f.pf(pci), nullptr};
+}
+
+std::string numa_text(const std::string& label, const std::optional<int>& n, Fact& out) {
+    if (!n) return label + " has no NUMA node in sysfs (a virtual device?)";
+    if (*n < 0) return label + " reports NUMA node -1 (no affinity)";
+    out.value = *n;
+    return label + " is on NUMA node " + std::to_string(*n);
+}
+
+}  // namespace
+
+Fact device_numa(const NodeFacts& f, const Device& d) {
+    if (d.kind == Device::Kind::None) return {std::nullopt, d.none_why};
+    Fact out;
+    if (d.kind == Device::Kind::Pci) {
+        auto v = view(f, d.name);
+        std::optional<int> n = v.vf ? v.vf->numa : v.self ? v.self->numa : std::nullopt;
+        out.text = numa_text(d.label, n, out);
+        return out;
+    }
+    auto* l = f.link(d.name);
+    out.text = numa_text(d.label, l ? l->numa : std::nullopt, out);
+    return out;
+}
+
+Fact link_speed(const NodeFacts& f, const Device& d) {
+    if (d.kind == Device::Kind::None) return {std::nullopt, d.none_why};
+    std::optional<long long> speed;
+    std::string label = d.label;
+    if (d.kind == Device::Kind::Pci) {
+        auto v = view(f, d.name);
+        const PfFacts* dev = v.pf ? v.pf : v.self;
+        if (!dev || dev->netdev.empty())
+            return {std::nullopt, (v.pf ? "PF " + v.pf->pci + " of " + d.label : d.label) + " has no netdev in sysfs"};
+        label = v.pf ? "PF '" + dev->netdev + "' of " + d.label : d.label + " ('" + dev->netdev + "')";
+        speed = dev->speed_mbps;
+    } else if (auto* l = f.link(d.name)) {
+        speed = l->speed_mbps;
+    }
     if (!speed) return {std::nullopt, label + " reports no link speed (link down or virtual)"};
     return {*speed, label + " runs at " + std::to_string(*speed) + " Mb/s"};
 }
 
-PodNuma pod_numa(const conf::NetConf& c, const std::string& uid) {
+PodNuma pod_numa(const conf::NetConf& c, const std::string& uid, const NodeFacts& f) {
     PodNuma out;
     if (uid.empty()) {
         out.text = "the pod UID is unknown (no K8S_POD_UID in CNI_ARGS)";
@@ -165,13 +329,14 @@ PodNuma pod_numa(const conf::NetConf& c, const std::string& uid) {
         out.text = "pod " + uid + " has no exclusive CPUs in '" + path + "' (policy '" + pc.policy + "')";
         return out;
     }
-    auto numa = topo::numa_cpus(c.sysfs_root);
+    std::map<int, topo::CpuSet> numa;
+    for (auto& n : f.numa)
+        if (auto cpus = topo::parse_cpuset(n.cpus)) numa[n.id] = *cpus;
     topo::CpuSet unplaced;
     out.nodes = topo::nodes_of(pc.cpus, numa, &unplaced);
     std::string cpus = "pod " + uid + " CPUs " + topo::format_cpuset(pc.cpus);
     if (!unplaced.empty()) {
-        out.text = cpus + ": CPUs " + topo::format_cpuset(unplaced) + " are on no NUMA node in '" + c.sysfs_root +
-                   "/devices/system/node'";
+        out.text = cpus + ": CPUs " + topo::format_cpuset(unplaced) + " are on no NUMA node of this node";
         return out;
     }
     out.known = true;
@@ -191,84 +356,77 @@ std::string some(const std::vector<std::string>& items) {
 
 }  // namespace
 
-DeviceUse device_use(const conf::NetConf& c, const Device& d, const PodInfo& pod) {
+DeviceUse device_use(const NodeFacts& f, const Device& d) {
     if (d.kind == Device::Kind::None) return {std::nullopt, d.none_why};
     if (d.kind == Device::Kind::Master) {
-        auto used = macvlans_on_master(d.name, d.link_kind, pod.netns, pod.ifname).where;
-        std::string facts = d.label + " already has " + std::to_string(used.size()) + " " + d.link_kind + " link" +
+        auto* l = f.link(d.name);
+        if (!l || !l->exists) return {std::nullopt, d.label + " does not exist on this node"};
+        if (!l->links) return {std::nullopt, "the links on " + d.label + " were not counted"};
+        auto& used = *l->links;
+        std::string facts = d.label + " already has " + std::to_string(used.size()) + " " + l->links_kind + " link" +
                             (used.size() == 1 ? "" : "s") + some(used);
         return {used, facts};
     }
-    auto pf = netns::sysfs::Tree(c.sysfs_root).physfn(d.name);
-    if (!pf) return {std::nullopt, d.label + " is no VF (no physfn in sysfs)"};
-    if (!d.in_use_on_pf) return {std::nullopt, "nothing records which VFs of PF " + *pf + " are in use"};
-    auto used = d.in_use_on_pf(*pf);
-    std::string facts = "PF " + *pf + " of " + d.label + " has " + std::to_string(used.size()) + " VF" +
+    auto v = view(f, d.name);
+    if (!v.pf) return {std::nullopt, d.label + " is no VF (no physfn in sysfs)"};
+    if (!v.pf->usage_known) return {std::nullopt, "nothing records which VFs of PF " + v.pf->pci + " are in use"};
+    std::vector<std::string> used;
+    for (auto& x : v.pf->vfs)
+        if (x.in_use) used.push_back(x.pci);
+    std::string facts = "PF " + v.pf->pci + " of " + d.label + " has " + std::to_string(used.size()) + " VF" +
                         (used.size() == 1 ? "" : "s") + " in use" + some(used);
     return {used, facts};
 }
 
-std::vector<PoolSet> pool_sets(const ipam::Config& pool, const std::string& network, const PodInfo& pod) {
+std::vector<PoolSet> pool_sets(const NodeFacts& f, const ipam::Config& pool, const std::string& network) {
     std::vector<PoolSet> out;
-    for (auto& u : ipam::pool_usage(pool, network))
-        out.push_back({u.range_set, u.size, u.held.size(), ipam::free_after_allocation(u, pod.container_id, pod.ifname)});
+    auto put = [&](const std::string& set, unsigned __int128 size, unsigned __int128 used, bool mine) {
+        unsigned __int128 taken = used + (mine ? 0 : 1);   // this pod's own, unless it has it already
+        out.push_back({set, size, used, size > taken ? size - taken : 0});
+    };
+    if (auto* n = f.network(network)) {
+        for (auto& s : n->sets) put(s.range_set, s.size, s.used, s.held_by_pod);
+        return out;
+    }
+    for (auto& u : ipam::pool_usage(pool, network)) put(u.range_set, u.size, 0, false);
     return out;
 }
 
 // ---- the link a device shares, and the bandwidth committed on it ----
 
-namespace {
-
-/// The SR-IOV PF behind a netdev (itself, or the PF of a VF), by PCI address; nullopt for
-/// a netdev that is neither (or not a PCI device).
-std::optional<std::string> pf_of_netdev(const std::string& sysfs, const std::string& ifname) {
-    char buf[PATH_MAX];
-    std::string dev = sysfs + "/class/net/" + ifname + "/device";
-    ssize_t n = ::readlink(dev.c_str(), buf, sizeof buf - 1);
-    if (n <= 0) return std::nullopt;
-    buf[n] = '\0';
-    std::string pci = buf;
-    pci = pci.substr(pci.rfind('/') + 1);
-    if (!netns::sysfs::is_pci_address(pci)) return std::nullopt;
-    netns::sysfs::Tree tree(sysfs);
-    if (auto pf = tree.physfn(pci)) return pf;
-    if (exists(tree.pci_path(pci) + "/sriov_totalvfs")) return pci;
-    return std::nullopt;
-}
-
-}  // namespace
-
-SharedLink shared_link(const std::string& sysfs, const Device& d) {
+SharedLink shared_link(const NodeFacts& f, const Device& d) {
     if (d.kind == Device::Kind::None) return {"", "", d.none_why};
     if (d.kind == Device::Kind::Master) {
         // A PF (or a VF) as macvlan master shares its wire with the PF's VFs: one ledger,
         // named by the PF's PCI address as theirs is.
-        if (auto pf = pf_of_netdev(sysfs, d.name)) return {*pf, d.label + " (PF " + *pf + ")", ""};
+        auto* l = f.link(d.name);
+        if (l && !l->pf.empty()) return {l->pf, d.label + " (PF " + l->pf + ")", ""};
         return {d.name, d.label, ""};
     }
-    auto pf = netns::sysfs::Tree(sysfs).physfn(d.name);
-    if (!pf) return {"", "", d.label + " is no VF (no physfn in sysfs)"};
-    return {*pf, "PF " + *pf + " of " + d.label, ""};
+    auto v = view(f, d.name);
+    if (!v.pf) return {"", "", d.label + " is no VF (no physfn in sysfs)"};
+    return {v.pf->pci, "PF " + v.pf->pci + " of " + d.label, ""};
 }
 
-LinkCapacity link_capacity(const conf::Topology* t, const Device& d, const std::string& sysfs) {
+LinkCapacity link_capacity(const conf::Topology* t, const NodeFacts& f, const Device& d) {
     if (t && t->link_capacity_mbps) return {double(*t->link_capacity_mbps) * 1e6, "topology.linkCapacityMbps", ""};
-    Fact speed = link_speed(d, sysfs);
+    Fact speed = link_speed(f, d);
     if (speed.value) return {double(*speed.value) * 1e6, "link speed", ""};
     return {std::nullopt, "", speed.text + " and topology.linkCapacityMbps is not set"};
 }
 
-BandwidthFacts bandwidth_facts(const conf::NetConf& c, const Device& d, const PodInfo& pod) {
-    BandwidthFacts f;
-    f.link = shared_link(c.sysfs_root, d);
-    if (f.link.key.empty()) return f;
+BandwidthFacts bandwidth_facts(const conf::NetConf& c, const NodeFacts& f, const Device& d, const PodInfo& pod) {
+    BandwidthFacts out;
+    out.link = shared_link(f, d);
+    if (out.link.key.empty()) return out;
     const conf::Topology* t = c.placement && c.placement->topology ? &*c.placement->topology : nullptr;
-    f.capacity = link_capacity(t, d, c.sysfs_root);
-    if (!f.capacity.bps) return f;
-    for (auto& e : ledger::entries(c.state_dir, f.link.key))
-        // CHECK of an admitted attachment does not count itself.
-        if (!(e.network == c.name && e.container_id == pod.container_id && e.ifname == pod.ifname)) f.others.push_back(e);
-    return f;
+    out.capacity = link_capacity(t, f, d);
+    if (!out.capacity.bps) return out;
+    if (auto* l = f.ledger_of(out.link.key))
+        for (auto& e : l->entries)
+            if (!(e.network == c.name && e.container_id == pod.container_id && e.ifname == pod.ifname))
+                out.others.push_back(e);
+    return out;
 }
 
 }  // namespace cni

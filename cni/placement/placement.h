@@ -5,6 +5,7 @@
 // placement knows no attachment kind: the kind describes its device in a Subject.
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,11 +61,43 @@ struct EvalOptions {
     bool collect_errors = false;    ///< a constraint that cannot be evaluated fails its verdict instead of throwing
 };
 
-/// Evaluates every constraint of c.placement and the bandwidth request (none: empty).
-/// Facts that cannot be read (API unreachable: code 11; bad labels file: code 7) throw
-/// unless collect_errors.
+struct NodeLabels;
+struct NodeFacts;
+struct PodNuma;
+
+/// Where the evaluation takes its facts from: this node read live (ADD, CHECK, explain),
+/// or a facts document published by a node (node_facts.h). Each call may read.
+class FactSource {
+public:
+    virtual ~FactSource() = default;
+    virtual NodeLabels labels() = 0;
+    virtual const Device& device() = 0;
+    /// The document, holding at least the device's part; with `count_links`, the links on
+    /// its master too.
+    virtual const NodeFacts& device_facts(bool count_links) = 0;
+    /// The document, holding at least the ledger of `link`.
+    virtual const NodeFacts& ledger_facts(const std::string& link) = 0;
+    /// The document, holding at least the pool of the network.
+    virtual const NodeFacts& pool_facts(const ipam::Config& pool) = 0;
+    virtual PodNuma pod_numa() = 0;
+    virtual std::optional<ipam::Config> pool() = 0;
+};
+
+/// The one evaluation: every constraint of c.placement and the bandwidth request (none:
+/// empty), over the facts `src` gives. ADD, CHECK and explain call it on this node's facts
+/// read live; explain --facts and the scheduler side on a published document. Facts that
+/// cannot be read (API unreachable: code 11; bad labels file: code 7) throw unless
+/// collect_errors.
+std::vector<Verdict> evaluate_on(const conf::NetConf& c, FactSource& src, const PodInfo& pod, const EvalOptions& opt = {});
+
+/// evaluate_on this node's facts, read live.
 std::vector<Verdict> evaluate_placement(const conf::NetConf& c, const Subject& s, const PodInfo& pod,
                                         const EvalOptions& opt = {});
+
+/// A published facts document as a FactSource: the device as the attachment's kind
+/// describes it, the node's labels and the pod's NUMA nodes as the caller knows them.
+std::unique_ptr<FactSource> published_facts(const NodeFacts& doc, Device device, const NodeLabels& labels,
+                                            const PodNuma& pod, std::optional<ipam::Config> pool);
 
 /// Throws Error(kPlacement, ...) when a constraint fails; no-op without constraints.
 /// Warnings (best-effort, unknown topology allowed) are logged. ADD counts its refusals

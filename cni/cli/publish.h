@@ -1,0 +1,35 @@
+// `topocni node-report --publish`: keeps this node's facts document (node_facts.h) on its
+// Node object as the annotation topocni.io/facts, for the scheduler side to read.
+//
+// Fresh without an API call inside ADD: the publisher watches the state directory
+// (inotify on the attachment records, SR-IOV records and bandwidth ledgers every ADD, DEL
+// and GC writes), reads the facts again a moment after a change and at least every
+// `interval` seconds, and PATCHes the annotation only when the facts differ from what the
+// Node already carries, or when `heartbeat` seconds have passed since (so that a consumer
+// can tell live facts from those of a dead node). Failures (401, 403, 404, 409, 429, 5xx,
+// time-outs, a dropped connection) are logged and retried with back-off; nothing but
+// SIGTERM or SIGINT ends it.
+#pragma once
+#include <atomic>
+#include <string>
+
+#include "cni/cli/node_facts.h"
+
+namespace cni::cli {
+
+struct PublishOptions {
+    FactsOptions facts;
+    std::string kubeconfig;          ///< empty: in-cluster, else topocni's, else Multus's
+    bool kubeconfig_set = false;     ///< --kubeconfig given
+    double interval = 60;            ///< seconds: read the facts at least this often
+    double heartbeat = 300;          ///< seconds: send unchanged facts again after this long
+    double settle = 0.3;             ///< seconds to wait after a change for the rest of it
+    double api_timeout = 10;         ///< seconds per API request
+    bool once = false;               ///< publish (if needed) and return
+};
+
+/// Runs until `stop` (set by the signal handler); 0 on a clean stop. With `once`, 0 when
+/// the Node carries the facts afterwards, 1 when it does not.
+int publish(const PublishOptions& o, const std::atomic<bool>& stop);
+
+}  // namespace cni::cli
