@@ -17,6 +17,7 @@ void add_ipam(CLI::App& app, int& status);
 void add_node_report(CLI::App& app, int& status);
 void add_explain(CLI::App& app, int& status);
 void add_collect(CLI::App& app, int& status);
+void add_api(CLI::App& app, int& status);
 
 }  // namespace cni::cli
 
