@@ -26,8 +26,13 @@ namespace cni {
 /// `topocni explain`: prints every constraint of the config in `config_path` (a CNI
 /// config, a conflist, or a NetworkAttachmentDefinition in JSON or YAML whose spec.config
 /// holds one) with PASS/FAIL/WARN and its evidence. `pod_uid` and `node_labels_file` may
-/// be empty. Changes nothing. Returns 0 when all pass, 1 when one fails, 2 when the
-/// config cannot be read.
-int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file);
+/// be empty. With `facts_path`, the facts come from that published document
+/// (explain_facts_main). Changes nothing. Returns 0 when all pass, 1 when one fails, 2
+/// when the config cannot be read.
+int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file,
+                 const std::string& facts_path = "");
+/// explain on a facts document (node-report --format facts, or a Node object carrying it).
+int explain_facts_main(const std::string& config_text, const std::string& config_path, const std::string& facts_path,
+                       const std::string& pod_uid, const std::string& node_labels_file);
 
 }  // namespace cni

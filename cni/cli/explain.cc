@@ -48,7 +48,18 @@ std::string explain_config_text(const std::string& path) {
 
 }  // namespace
 
-int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file) {
+int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file,
+                 const std::string& facts_path) {
+    if (!facts_path.empty()) {
+        std::string text;
+        try {
+            text = explain_config_text(config_path);
+        } catch (const base::Error& e) {
+            std::cerr << "topocni explain: " << e.what() << " (code " << code_of(e) << ")\n";
+            return 2;
+        }
+        return explain_facts_main(text, config_path, facts_path, pod_uid, node_labels_file);
+    }
     std::vector<Verdict> verdicts;
     conf::NetConf c;
     try {
@@ -91,19 +102,22 @@ int explain_main(const std::string& config_path, const std::string& pod_uid, con
 namespace cni::cli {
 
 void add_explain(CLI::App& app, int& status) {
-    struct Options { std::string config, pod_uid, node_labels; };
+    struct Options { std::string config, pod_uid, node_labels, facts; };
     auto o = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("explain", "Explain whether this node satisfies a network's placement constraints");
     cmd->add_option("--config", o->config, "CNI config, conflist, or NetworkAttachmentDefinition (JSON or YAML)")
         ->required();
     cmd->add_option("--pod-uid", o->pod_uid, "pod UID, to check NUMA alignment with its exclusive CPUs");
     cmd->add_option("--node-labels", o->node_labels, "labels file to use instead of nodeLabelsFile and the API");
+    cmd->add_option("--facts", o->facts,
+                    "judge on this facts document (node-report --format facts, a Node object carrying topocni.io/facts, "
+                    "or - for stdin) instead of this node read live");
     cmd->footer("Examples:\n"
                 "  topocni explain --config sriov-nad.yaml\n"
                 "  topocni explain --config sriov-nad.yaml --pod-uid 6f1c2a0e-... \n"
                 "  topocni explain --config net.conf --node-labels /etc/kubernetes/node-feature-discovery/features.d/x\n"
                 "Exit status: 0 all constraints pass, 1 one fails, 2 the config cannot be read.");
-    cmd->callback([o, &status] { status = explain_main(o->config, o->pod_uid, o->node_labels); });
+    cmd->callback([o, &status] { status = explain_main(o->config, o->pod_uid, o->node_labels, o->facts); });
 }
 
 }  // namespace cni::cli

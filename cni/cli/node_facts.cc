@@ -99,6 +99,17 @@ void read_attachments(const FactsOptions& o, NodeFacts& f, PodOf& pods, std::set
     }
 }
 
+/// A link and the macvlans on it; a netdev sysfs shows but the kernel does not have (a
+/// master that went away) is published with its links uncounted.
+void count_links_on(NodeFacts& f, const std::string& sysfs, const std::string& name) {
+    try {
+        gather_link(f, sysfs, name, "macvlan", true, {});
+    } catch (const base::Error& e) {
+        base::log::debug("links on '" + name + "' not counted: " + e.what());
+        gather_link(f, sysfs, name, "macvlan", false, {});
+    }
+}
+
 }  // namespace
 
 NodeFacts read_node_facts(const FactsOptions& o) {
@@ -113,15 +124,13 @@ NodeFacts read_node_facts(const FactsOptions& o) {
     std::set<std::string> masters;
     read_attachments(o, f, pods, masters);
 
-    // VFs in use: the SR-IOV state records, with the pod that holds each.
-    std::map<std::string, std::vector<std::string>> used_on_pf;
+    // VFs in use: the SR-IOV state records, read as ADD reads them, with the pod of each.
     std::map<std::string, std::string> vf_pod;
     for (auto& r : state::VfStore(o.state_dir).list()) {
-        used_on_pf[r.pf_pci].push_back(r.pci);
         auto it = pods.find({r.owner.network, r.owner.container_id, r.owner.ifname});
         if (it != pods.end()) vf_pod[r.pci] = it->second;
     }
-    auto in_use = [&](const std::string& pf) { return used_on_pf[pf]; };
+    auto in_use = [&](const std::string& pf) { return state::vfs_in_use(o.state_dir, o.sysfs_root, pf, ""); };
     auto names = resource_names(o.kubelet_root_dir);
 
     netns::sysfs::Tree tree(o.sysfs_root);
@@ -130,19 +139,12 @@ NodeFacts read_node_facts(const FactsOptions& o) {
         std::string dev = net + "/" + ifname + "/device";
         if (!exists(dev)) continue;              // virtual device
         if (exists(dev + "/physfn")) continue;   // a VF, under its PF
-        // Every physical link can be a master: its links are counted.
-        gather_link(f, o.sysfs_root, ifname, "macvlan", true, {});
+        // Every physical link can be a master: its links are counted (when the kernel has it).
+        count_links_on(f, o.sysfs_root, ifname);
         auto pci = tree.netdev_pci(ifname);
         if (pci && exists(tree.pci_path(*pci) + "/sriov_totalvfs")) gather_pci(f, o.sysfs_root, *pci, in_use, "");
     }
-    for (auto& m : masters) {
-        try {
-            gather_link(f, o.sysfs_root, m, "macvlan", true, {});
-        } catch (const base::Error& e) {   // a master that went away
-            base::log::warn("master '" + m + "': " + e.what());
-            gather_link(f, o.sysfs_root, m, "macvlan", false, {});
-        }
-    }
+    for (auto& m : masters) count_links_on(f, o.sysfs_root, m);
     for (auto& link : ledger::links(o.state_dir)) {
         gather_ledger(f, o.state_dir, link, "", {});
         if (!netns::sysfs::is_pci_address(link) && !f.link(link)) gather_link(f, o.sysfs_root, link, "macvlan", false, {});

@@ -1,0 +1,159 @@
+"""One evaluation, two callers: a network's constraints judged on this node's published
+facts document (`explain --facts` on `node-report --format facts`, what the scheduler side
+reads) give the verdicts ADD gives on the same node, in the same words.
+
+The node is test_placement's fake node (two NUMA nodes, two SR-IOV PFs with VFs, two
+macvlan masters that are real veths) with some of it already in use: a macvlan on the
+first master, a VF of the first PF held by a state record, reservations in a small pool
+and bandwidth committed on the first master. A table of configs covers every constraint
+kind, each passing and failing, on each device kind. For each: the document is taken, both
+explains run (live and on the document) and must print the same lines, then the ADD runs:
+refused (code 100) exactly when a constraint fails, with the failing constraints' evidence
+as `details`, word for word; an admitted ADD is deleted again, so every row sees the same
+node.
+"""
+import json
+import os
+import subprocess
+
+from cnitest import BIN, main
+from test_placement import PF0, PF1, POD0, POD1, VF0, VF0B, VF0C, VF1, PlacementCase, pod_args
+
+
+class OneEvaluation(PlacementCase):
+    def make_node(self):
+        super().make_node()
+        # What a real PF has in sysfs: the VF counts node-report reads.
+        for pf, n in ((PF0, 3), (PF1, 1)):
+            self.sys.write(f"bus/pci/devices/{pf}/sriov_totalvfs", "8\n")
+            self.sys.write(f"bus/pci/devices/{pf}/sriov_numvfs", f"{n}\n")
+        os.makedirs(os.path.join(self.state_dir, "sriov"))
+        with open(os.path.join(self.state_dir, "sriov", f"{VF0C}.json"), "w") as f:
+            json.dump({"pciAddress": VF0C, "pfPciAddress": PF0, "pf": "ens1f0", "owner": {"containerID": "held"}}, f)
+
+    def cli(self, *args):
+        return subprocess.run(["nsenter", f"--net=/run/netns/{self.node}", BIN, *args], capture_output=True, text=True,
+                              timeout=60)
+
+    def facts(self):
+        p = self.cli("node-report", "--format", "facts", "--sysfs-root", self.sys.root, "--state-dir", self.state_dir,
+                     "--kubelet-root-dir", self.kubelet, "--node", "worker-1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        path = os.path.join(self.outside_dir(), "facts.json")
+        with open(path, "w") as f:
+            f.write(p.stdout)
+        return path
+
+    def explain(self, conf, uid, facts=None):
+        path = os.path.join(self.outside_dir(), "conf.json")
+        with open(path, "w") as f:
+            json.dump(conf, f)
+        args = ["explain", "--config", path, "--pod-uid", uid] + (["--facts", facts] if facts else [])
+        p = self.cli(*args)
+        self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)
+        return p.stdout.splitlines()[1:-1]   # the verdicts, without the header and the tally
+
+    def vconf(self, device, **extra):
+        c = {"cniVersion": "1.0.0", "name": f"sv{self.tag}", "type": "topocni", "stateDir": self.state_dir,
+             "sysfsRoot": self.sys.root, "kubeletRootDir": self.kubelet, "deviceID": device,
+             "nodeName": "worker-1", "nodeLabelsFile": self.labels,
+             "delegate": {"type": "ptp", "ipam": {"type": "host-local", "subnet": "10.81.0.0/24",
+                                                  "dataDir": self.data_dir}}}
+        c.update(extra)
+        return c
+
+    def rows(self):
+        m0, m1 = self.master0, self.master1
+        small = dict(subnet="10.79.0.0/29")   # 5 addresses, 2 of them reserved below
+        yield "selector matches", self.pconf(nodeSelector={"example.com/zone": "a"}), POD0
+        yield "selector fails", self.pconf(nodeSelector={"matchExpressions": [
+            {"key": "example.com/cores", "operator": "Lt", "values": ["8"]},
+            {"key": "example.com/zone", "operator": "NotIn", "values": ["a"]}]}), POD0
+        for policy in ("single-numa-node", "restricted", "best-effort"):
+            for master, uid in ((m0, POD0), (m1, POD0), (m0, "e4d9c3f4-0000-4000-8000-00000000000e")):
+                yield f"macvlan numaPolicy {policy} on {master}", self.pconf(
+                    master=master, topology={"numaPolicy": policy}), uid
+            for vf in (VF0, VF1):
+                yield f"VF numaPolicy {policy} on {vf}", self.vconf(vf, topology={"numaPolicy": policy}), POD0
+        for n in (0, 1):
+            yield f"macvlan numaNode {n}", self.pconf(master=m1, topology={"numaNode": n}), POD1
+            yield f"VF numaNode {n}", self.vconf(VF1, topology={"numaNode": n}), POD1
+        for speed in (10000, 25000):
+            yield f"macvlan speed {speed}", self.pconf(master=m1, topology={"minLinkSpeedMbps": speed}), POD0
+            yield f"VF speed {speed}", self.vconf(VF1, topology={"minLinkSpeedMbps": speed}), POD0
+        for n in (1, 2):
+            yield f"macvlan attachments {n}", self.pconf(topology={"maxAttachmentsPerMaster": n}), POD0
+            yield f"VF attachments {n}", self.vconf(VF0, topology={"maxAttachmentsPerMaster": n}), POD0
+        for n in (1, 3):
+            yield f"free addresses {n}", self.pconf(**small, topology={"minFreeAddresses": n}), POD0
+        for rate in (1_000_000_000, 5_000_000_000):
+            yield f"bandwidth {rate}", self.pconf(bandwidth={"egressRate": rate, "ingressRate": rate // 10},
+                                                  topology={"linkCapacityMbps": 5000}), POD0
+        for unknown in ("allow", "deny"):
+            yield f"veth unknown topology {unknown}", self.conf(
+                sysfsRoot=self.sys.root, kubeletRootDir=self.kubelet,
+                topology={"numaNode": 0, "minLinkSpeedMbps": 1, "unknownTopology": unknown}), POD0
+        yield "everything at once", self.pconf(master=m1, nodeSelector={"example.com/zone": "b"},
+                                               bandwidth={"egressRate": 1_000_000},
+                                               topology={"numaPolicy": "single-numa-node", "numaNode": 0,
+                                                         "minLinkSpeedMbps": 25000, "maxAttachmentsPerMaster": 5}), POD0
+
+    def occupy(self):
+        """What is in use before the table: a macvlan on master0 with 4 Gb/s committed, and
+        two reservations in the small pool."""
+        pod, path = self.make_pod()
+        busy = self.pconf(bandwidth={"egressRate": 4_000_000_000, "ingressRate": 100_000_000},
+                          topology={"linkCapacityMbps": 5000})
+        self.assertOk(self.run_plugin("ADD", busy, container_id="busy", netns=path, args=pod_args(POD0)))
+        small = self.pconf(master=self.master1, subnet="10.79.0.0/29")
+        for i in range(2):
+            pod, path = self.make_pod()
+            self.assertOk(self.run_plugin("ADD", small, container_id=f"small{i}", netns=path, args=pod_args(POD0)))
+
+    def test_the_published_facts_give_adds_verdict_in_adds_words_for_every_constraint_kind(self):
+        self.occupy()
+        failing, passing = set(), set()
+        for what, conf, uid in self.rows():
+            with self.subTest(row=what):
+                facts = self.facts()
+                live = self.explain(conf, uid)
+                published = self.explain(conf, uid, facts)
+                self.assertTrue(live, f"{what}: explain printed no verdict")
+                self.assertEqual(published, live, f"{what}: the document and the live node disagree")
+                failed = [l[len("FAIL  "):] for l in published if l.startswith("FAIL  ")]
+                pod, path = self.make_pod()
+                out = self.run_plugin("ADD", conf, container_id="row", netns=path, args=pod_args(uid))
+                if failed:
+                    self.assertError(out, 100)
+                    self.assertEqual(out.json["details"], " | ".join(failed), f"{what}: ADD's evidence")
+                    failing.update(l.split(":", 1)[0] for l in failed)
+                else:
+                    self.assertOk(out)
+                    self.assertOk(self.run_plugin("DEL", conf, container_id="row", netns=path, args=pod_args(uid)))
+                passing.update(l.split(":", 1)[0][6:] for l in published if not l.startswith("FAIL"))
+        # Every constraint kind was compared failing and passing.
+        for kind in ("nodeSelector", "topology.numaPolicy", "topology.numaNode", "topology.minLinkSpeedMbps",
+                     "topology.maxAttachmentsPerMaster", "topology.minFreeAddresses", "bandwidth"):
+            self.assertIn(kind, failing)
+            self.assertIn(kind, passing)
+
+    def test_a_document_of_another_version_or_with_unknown_members_is_refused(self):
+        path = self.facts()
+        with open(path) as f:
+            doc = json.load(f)
+        for change, words in (({"version": 2}, "version 2 is not 1"), ({"extra": 1}, "extra: unknown member")):
+            with open(path, "w") as f:
+                json.dump(dict(doc, **change), f)
+            p = self.cli("explain", "--config", self.write_conf(self.pconf()), "--facts", path)
+            self.assertEqual(p.returncode, 2, p.stdout)
+            self.assertIn(words, p.stderr)
+
+    def write_conf(self, conf):
+        path = os.path.join(self.outside_dir(), "c.json")
+        with open(path, "w") as f:
+            json.dump(conf, f)
+        return path
+
+
+if __name__ == "__main__":
+    main()
