@@ -62,9 +62,14 @@ class OneEvaluation(PlacementCase):
         c.update(extra)
         return c
 
+    def small(self, **extra):
+        """A macvlan config drawing from 10.79.0.0/29: 5 addresses (occupy reserves 2)."""
+        c = self.pconf(**extra)
+        c["ipam"]["ranges"] = [[{"subnet": "10.79.0.0/29"}]]
+        return c
+
     def rows(self):
         m0, m1 = self.master0, self.master1
-        small = dict(subnet="10.79.0.0/29")   # 5 addresses, 2 of them reserved below
         yield "selector matches", self.pconf(nodeSelector={"example.com/zone": "a"}), POD0
         yield "selector fails", self.pconf(nodeSelector={"matchExpressions": [
             {"key": "example.com/cores", "operator": "Lt", "values": ["8"]},
@@ -85,7 +90,7 @@ class OneEvaluation(PlacementCase):
             yield f"macvlan attachments {n}", self.pconf(topology={"maxAttachmentsPerMaster": n}), POD0
             yield f"VF attachments {n}", self.vconf(VF0, topology={"maxAttachmentsPerMaster": n}), POD0
         for n in (1, 3):
-            yield f"free addresses {n}", self.pconf(**small, topology={"minFreeAddresses": n}), POD0
+            yield f"free addresses {n}", self.small(topology={"minFreeAddresses": n}), POD0
         for rate in (1_000_000_000, 5_000_000_000):
             yield f"bandwidth {rate}", self.pconf(bandwidth={"egressRate": rate, "ingressRate": rate // 10},
                                                   topology={"linkCapacityMbps": 5000}), POD0
@@ -105,7 +110,7 @@ class OneEvaluation(PlacementCase):
         busy = self.pconf(bandwidth={"egressRate": 4_000_000_000, "ingressRate": 100_000_000},
                           topology={"linkCapacityMbps": 5000})
         self.assertOk(self.run_plugin("ADD", busy, container_id="busy", netns=path, args=pod_args(POD0)))
-        small = self.pconf(master=self.master1, subnet="10.79.0.0/29")
+        small = self.small(master=self.master1)
         for i in range(2):
             pod, path = self.make_pod()
             self.assertOk(self.run_plugin("ADD", small, container_id=f"small{i}", netns=path, args=pod_args(POD0)))
