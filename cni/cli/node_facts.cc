@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 #include <set>
@@ -83,7 +84,11 @@ void read_attachments(const FactsOptions& o, NodeFacts& f, PodOf& pods, std::set
             } catch (const std::exception&) {
             }
             std::string kind = conf::kind_of(r.config);
-            f.attachments.push_back({network, kind, r.link, uid, r.container_id, r.ifname});
+            auto same = std::find_if(f.attachments.begin(), f.attachments.end(), [&](const AttachmentFacts& a) {
+                return a.network == network && a.kind == kind && a.link == r.link;
+            });
+            if (same == f.attachments.end()) f.attachments.push_back({network, kind, r.link, {uid}});
+            else same->pods.push_back(uid);
             pods[{network, r.container_id, r.ifname}] = uid;
             if (kind == "macvlan" && !r.link.empty() && !netns::sysfs::is_pci_address(r.link)) masters.insert(r.link);
             if (!latest || r.completed_ns > latest->completed_ns) latest = &r;

@@ -69,7 +69,7 @@ Verdict evaluate_attachments(const conf::Topology& t, const DeviceUse& use) {
     long long max = *t.max_attachments_per_master;
     std::string limit = "; maxAttachmentsPerMaster " + std::to_string(max);
     if (!use.used) return unknown(name, use.text + limit, t.deny_unknown);
-    return {name, static_cast<long long>(use.used->size()) < max, false, use.text + limit};
+    return {name, *use.used < max, false, use.text + limit};
 }
 
 Verdict evaluate_free_addresses(const conf::Topology& t, const std::vector<PoolSet>& sets) {
@@ -108,17 +108,15 @@ BandwidthAdmission evaluate_bandwidth_facts(const conf::Bandwidth& bw, const con
     out.entry.overcommit = overcommit;
     out.entry.capacity_source = f.capacity.source;
     double limit = capacity * overcommit;
-    double used_e = 0, used_i = 0;
+    double used_e = double(f.others_egress), used_i = double(f.others_ingress);
     std::string by;
-    int others = 0;
-    for (auto& e : f.others) {
-        used_e += double(e.egress_bps);
-        used_i += double(e.ingress_bps);
-        if (++others <= 4)
-            by += std::string(by.empty() ? "" : ", ") + e.network + "/" + e.container_id.substr(0, 12) + "/" + e.ifname +
-                  " (egress " + rate_text(double(e.egress_bps)) + ", ingress " + rate_text(double(e.ingress_bps)) + ")";
+    for (size_t i = 0; i < f.others.size() && i < kSample; ++i) {
+        auto& e = f.others[i];
+        by += std::string(by.empty() ? "" : ", ") + e.network + "/" + e.container_id.substr(0, 12) + "/" + e.ifname +
+              " (egress " + rate_text(double(e.egress_bps)) + ", ingress " + rate_text(double(e.ingress_bps)) + ")";
     }
-    if (others > 4) by += ", and " + std::to_string(others - 4) + " more";
+    if (f.others_count > static_cast<long long>(kSample))
+        by += ", and " + std::to_string(f.others_count - static_cast<long long>(kSample)) + " more";
     // A direction this attachment adds nothing to cannot be the one it oversubscribes
     // (the link may already be over a capacity lowered since).
     bool ok_e = egress == 0 || used_e + double(egress) <= limit;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
@@ -210,17 +211,25 @@ void gather_link(NodeFacts& f, const std::string& sysfs, const std::string& name
         f.links.push_back(std::move(n));
         l = &f.links.back();
     }
-    if (count_links && !l->links) l->links = macvlans_on_master(name, links_kind, pod.netns, pod.ifname).where;
+    if (count_links && !l->link_count) {
+        auto where = macvlans_on_master(name, links_kind, pod.netns, pod.ifname).where;
+        l->link_count = static_cast<long long>(where.size());
+        where.resize(std::min(where.size(), kSample));
+        l->link_sample = std::move(where);
+    }
 }
 
 void gather_ledger(NodeFacts& f, const std::string& state_dir, const std::string& link, const std::string& network,
                    const PodInfo& pod) {
     if (f.ledger_of(link)) return;
-    LedgerFacts l{link, {}, ledger::capacity(state_dir, link)};
-    for (auto& e : ledger::entries(state_dir, link))
+    LedgerFacts l{link, ledger::capacity(state_dir, link)};
+    for (auto& e : ledger::entries(state_dir, link)) {
         // CHECK of an admitted attachment does not count itself.
-        if (!(e.network == network && e.container_id == pod.container_id && e.ifname == pod.ifname))
-            l.entries.push_back(e);
+        if (e.network == network && e.container_id == pod.container_id && e.ifname == pod.ifname) continue;
+        l.egress_bps += e.egress_bps;
+        l.ingress_bps += e.ingress_bps;
+        if (++l.count <= static_cast<long long>(kSample)) l.sample.push_back(e);
+    }
     f.ledgers.push_back(std::move(l));
 }
 
@@ -347,11 +356,12 @@ PodNuma pod_numa(const conf::NetConf& c, const std::string& uid, const NodeFacts
 
 namespace {
 
-std::string some(const std::vector<std::string>& items) {
+/// " (a, b, c, d, ...)": the first few of `count` things.
+std::string some(const std::vector<std::string>& sample, long long count) {
     std::string out;
-    for (size_t i = 0; i < items.size() && i < 4; ++i) out += (i ? ", " : "") + items[i];
-    if (items.size() > 4) out += ", ...";
-    return items.empty() ? "" : " (" + out + ")";
+    for (size_t i = 0; i < sample.size() && i < kSample; ++i) out += (i ? ", " : "") + sample[i];
+    if (count > static_cast<long long>(kSample)) out += ", ...";
+    return sample.empty() ? "" : " (" + out + ")";
 }
 
 }  // namespace
@@ -361,11 +371,11 @@ DeviceUse device_use(const NodeFacts& f, const Device& d) {
     if (d.kind == Device::Kind::Master) {
         auto* l = f.link(d.name);
         if (!l || !l->exists) return {std::nullopt, d.label + " does not exist on this node"};
-        if (!l->links) return {std::nullopt, "the links on " + d.label + " were not counted"};
-        auto& used = *l->links;
-        std::string facts = d.label + " already has " + std::to_string(used.size()) + " " + l->links_kind + " link" +
-                            (used.size() == 1 ? "" : "s") + some(used);
-        return {used, facts};
+        if (!l->link_count) return {std::nullopt, "the links on " + d.label + " were not counted"};
+        long long n = *l->link_count;
+        std::string facts = d.label + " already has " + std::to_string(n) + " " + l->links_kind + " link" +
+                            (n == 1 ? "" : "s") + some(l->link_sample, n);
+        return {n, facts};
     }
     auto v = view(f, d.name);
     if (!v.pf) return {std::nullopt, d.label + " is no VF (no physfn in sysfs)"};
@@ -373,9 +383,10 @@ DeviceUse device_use(const NodeFacts& f, const Device& d) {
     std::vector<std::string> used;
     for (auto& x : v.pf->vfs)
         if (x.in_use) used.push_back(x.pci);
-    std::string facts = "PF " + v.pf->pci + " of " + d.label + " has " + std::to_string(used.size()) + " VF" +
-                        (used.size() == 1 ? "" : "s") + " in use" + some(used);
-    return {used, facts};
+    long long n = static_cast<long long>(used.size());
+    std::string facts = "PF " + v.pf->pci + " of " + d.label + " has " + std::to_string(n) + " VF" + (n == 1 ? "" : "s") +
+                        " in use" + some(used, n);
+    return {n, facts};
 }
 
 std::vector<PoolSet> pool_sets(const NodeFacts& f, const ipam::Config& pool, const std::string& network) {
@@ -422,10 +433,15 @@ BandwidthFacts bandwidth_facts(const conf::NetConf& c, const NodeFacts& f, const
     const conf::Topology* t = c.placement && c.placement->topology ? &*c.placement->topology : nullptr;
     out.capacity = link_capacity(t, f, d);
     if (!out.capacity.bps) return out;
-    if (auto* l = f.ledger_of(out.link.key))
-        for (auto& e : l->entries)
-            if (!(e.network == c.name && e.container_id == pod.container_id && e.ifname == pod.ifname))
-                out.others.push_back(e);
+    // A live read left this attachment's own entry out already; a published document has
+    // none of a pod not yet attached.
+    if (auto* l = f.ledger_of(out.link.key)) {
+        out.others = l->sample;
+        out.others_count = l->count;
+        out.others_egress = l->egress_bps;
+        out.others_ingress = l->ingress_bps;
+    }
+    (void)pod;
     return out;
 }
 

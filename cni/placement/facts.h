@@ -74,9 +74,10 @@ struct PodNuma {
 /// From the kubelet's cpu_manager_state on this node, CPUs placed by `f`'s NUMA nodes.
 PodNuma pod_numa(const conf::NetConf& c, const std::string& uid, const NodeFacts& f);
 
-/// The other links on a master, or VFs in use on a PF: unknown (no `used`) with the why.
+/// How many other links are on a master, or VFs in use on a PF: unknown (no `used`) with
+/// the why.
 struct DeviceUse {
-    std::optional<std::vector<std::string>> used;
+    std::optional<long long> used;
     std::string text;
 };
 DeviceUse device_use(const NodeFacts& f, const Device& d);
@@ -111,7 +112,9 @@ LinkCapacity link_capacity(const conf::Topology* t, const NodeFacts& f, const De
 struct BandwidthFacts {
     SharedLink link;
     LinkCapacity capacity;
-    std::vector<ledger::Entry> others;   ///< committed on the link, not by this attachment
+    std::vector<ledger::Entry> others;   ///< the first few committed on the link, not by this attachment
+    long long others_count = 0;          ///< all of them
+    uint64_t others_egress = 0, others_ingress = 0;   ///< what all of them committed
 };
 BandwidthFacts bandwidth_facts(const conf::NetConf& c, const NodeFacts& f, const Device& d, const PodInfo& pod);
 

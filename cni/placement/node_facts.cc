@@ -148,36 +148,33 @@ json to_json(const NodeFacts& f) {
          networks = json::array(), attachments = json::array();
     for (auto& n : f.numa) numa.push_back({{"id", n.id}, {"cpus", n.cpus}});
     for (auto& p : f.pfs) {
-        json vfs = json::array();
-        for (auto& v : p.vfs)
-            vfs.push_back({{"pci", v.pci}, {"numaNode", opt_int(v.numa)}, {"inUse", v.in_use}, {"podUID", v.pod_uid}});
+        // Compact: 8 PFs of 64 VFs must leave the Node room for other annotations.
+        json vfs = json::array(), numa = json::object(), in_use = json::object();
+        for (auto& v : p.vfs) {
+            vfs.push_back(v.pci);
+            if (v.numa != p.numa) numa[v.pci] = opt_int(v.numa);
+            if (v.in_use) in_use[v.pci] = v.pod_uid;
+        }
         long long used = std::count_if(p.vfs.begin(), p.vfs.end(), [](auto& v) { return v.in_use; });
         pfs.push_back({{"pci", p.pci}, {"netdev", p.netdev}, {"numaNode", opt_int(p.numa)}, {"speedMbps", opt_ll(p.speed_mbps)},
                        {"resourceName", p.resource_name}, {"totalVFs", p.total_vfs}, {"usageKnown", p.usage_known},
                        {"configuredVFs", static_cast<long long>(p.vfs.size())}, {"inUseVFs", used},
-                       {"freeVFs", static_cast<long long>(p.vfs.size()) - used}, {"vfs", vfs}});
+                       {"freeVFs", static_cast<long long>(p.vfs.size()) - used}, {"vfs", vfs}, {"vfNumaNodes", numa},
+                       {"vfsInUse", in_use}});
     }
-    for (auto& l : f.links) {
-        json used = nullptr;
-        if (l.links) used = *l.links;
+    for (auto& l : f.links)
         links.push_back({{"name", l.name}, {"exists", l.exists}, {"pci", l.pci}, {"pf", l.pf}, {"hasDevice", l.has_device},
                          {"numaNode", opt_int(l.numa)}, {"speedMbps", opt_ll(l.speed_mbps)},
-                         {"linksKind", l.links_kind}, {"links", used}});
-    }
+                         {"linksKind", l.links_kind}, {"linkCount", opt_ll(l.link_count)}, {"linkSample", l.link_sample}});
     for (auto& l : f.ledgers) {
         json entries = json::array();
-        uint64_t e = 0, i = 0;
-        for (auto& x : l.entries) {
-            entries.push_back(entry_json(x));
-            e += x.egress_bps;
-            i += x.ingress_bps;
-        }
+        for (auto& x : l.sample) entries.push_back(entry_json(x));
         json cap = nullptr;
         if (l.capacity)
             cap = {{"bps", l.capacity->capacity_bps}, {"overcommit", l.capacity->overcommit},
                    {"source", l.capacity->capacity_source}, {"network", l.capacity->network}};
-        ledgers.push_back({{"link", l.link}, {"capacity", cap}, {"committedEgressBps", e}, {"committedIngressBps", i},
-                           {"entries", entries}});
+        ledgers.push_back({{"link", l.link}, {"capacity", cap}, {"committedEgressBps", l.egress_bps},
+                           {"committedIngressBps", l.ingress_bps}, {"entryCount", l.count}, {"entries", entries}});
     }
     for (auto& n : f.networks) {
         json sets = json::array();
@@ -187,8 +184,7 @@ json to_json(const NodeFacts& f) {
         networks.push_back({{"name", n.name}, {"rangeSets", sets}});
     }
     for (auto& a : f.attachments)
-        attachments.push_back({{"network", a.network}, {"kind", a.kind}, {"link", a.link}, {"podUID", a.pod_uid},
-                               {"containerID", a.container_id}, {"ifname", a.ifname}});
+        attachments.push_back({{"network", a.network}, {"kind", a.kind}, {"link", a.link}, {"pods", a.pods}});
     return {{"version", f.version}, {"node", f.node},       {"takenAt", f.taken_at},   {"numaNodes", numa},
             {"pfs", pfs},           {"links", links},       {"ledgers", ledgers},      {"networks", networks},
             {"attachments", attachments}};
@@ -214,7 +210,7 @@ NodeFacts facts_from_json(const json& j) {
         std::string p = idx("", "pfs", i);
         const json& x = pfs[i];
         only(x, p, {"pci", "netdev", "numaNode", "speedMbps", "resourceName", "totalVFs", "usageKnown", "configuredVFs", "inUseVFs",
-                    "freeVFs", "vfs"});
+                    "freeVFs", "vfs", "vfNumaNodes", "vfsInUse"});
         PfFacts pf;
         pf.pci = str(x, p, "pci");
         pf.netdev = str(x, p, "netdev");
@@ -224,12 +220,26 @@ NodeFacts facts_from_json(const json& j) {
         pf.total_vfs = integer(x, p, "totalVFs", 0, 65535);
         pf.usage_known = boolean(x, p, "usageKnown");
         auto& vfs = array(x, p, "vfs");
+        auto& numa_of = member(x, p, "vfNumaNodes");
+        auto& in_use = member(x, p, "vfsInUse");
+        if (!numa_of.is_object()) bad(p + ".vfNumaNodes", "expected an object");
+        if (!in_use.is_object()) bad(p + ".vfsInUse", "expected an object");
+        std::set<std::string> listed;
         for (size_t k = 0; k < vfs.size(); ++k) {
-            std::string q = idx(p, "vfs", k);
-            only(vfs[k], q, {"pci", "numaNode", "inUse", "podUID"});
-            pf.vfs.push_back({str(vfs[k], q, "pci"), nullable<int>(vfs[k], q, "numaNode", -1, kMaxNuma),
-                              boolean(vfs[k], q, "inUse"), str(vfs[k], q, "podUID")});
+            if (!vfs[k].is_string()) bad(idx(p, "vfs", k), "expected a string");
+            VfFacts v{vfs[k].get<std::string>(), pf.numa, false, ""};
+            if (!listed.insert(v.pci).second) bad(idx(p, "vfs", k), "listed twice");
+            if (numa_of.contains(v.pci)) v.numa = nullable<int>(numa_of, p + ".vfNumaNodes", v.pci.c_str(), -1, kMaxNuma);
+            if (in_use.contains(v.pci)) {
+                v.in_use = true;
+                v.pod_uid = str(in_use, p + ".vfsInUse", v.pci.c_str());
+            }
+            pf.vfs.push_back(std::move(v));
         }
+        for (auto it = numa_of.begin(); it != numa_of.end(); ++it)
+            if (!listed.count(it.key())) bad(p + ".vfNumaNodes." + it.key(), "not among vfs");
+        for (auto it = in_use.begin(); it != in_use.end(); ++it)
+            if (!listed.count(it.key())) bad(p + ".vfsInUse." + it.key(), "not among vfs");
         long long used = std::count_if(pf.vfs.begin(), pf.vfs.end(), [](auto& v) { return v.in_use; });
         if (integer(x, p, "configuredVFs", 0, 65535) != static_cast<long long>(pf.vfs.size()))
             bad(p + ".configuredVFs", "is not the number of vfs");
@@ -242,7 +252,8 @@ NodeFacts facts_from_json(const json& j) {
     for (size_t i = 0; i < links.size(); ++i) {
         std::string p = idx("", "links", i);
         const json& x = links[i];
-        only(x, p, {"name", "exists", "pci", "pf", "hasDevice", "numaNode", "speedMbps", "linksKind", "links"});
+        only(x, p, {"name", "exists", "pci", "pf", "hasDevice", "numaNode", "speedMbps", "linksKind", "linkCount",
+                    "linkSample"});
         LinkFacts l;
         l.name = str(x, p, "name");
         l.exists = boolean(x, p, "exists");
@@ -252,14 +263,12 @@ NodeFacts facts_from_json(const json& j) {
         l.numa = nullable<int>(x, p, "numaNode", -1, kMaxNuma);
         l.speed_mbps = nullable<long long>(x, p, "speedMbps", 0, 100'000'000);
         l.links_kind = str(x, p, "linksKind");
-        auto& used = member(x, p, "links");
-        if (!used.is_null()) {
-            if (!used.is_array()) bad(p + ".links", "expected an array or null");
-            l.links.emplace();
-            for (size_t k = 0; k < used.size(); ++k) {
-                if (!used[k].is_string()) bad(idx(p, "links", k), "expected a string");
-                l.links->push_back(used[k].get<std::string>());
-            }
+        l.link_count = nullable<long long>(x, p, "linkCount", 0, 1'000'000);
+        auto& sample = array(x, p, "linkSample");
+        if (sample.size() > kSample) bad(p + ".linkSample", "more than " + std::to_string(kSample) + " entries");
+        for (size_t k = 0; k < sample.size(); ++k) {
+            if (!sample[k].is_string()) bad(idx(p, "linkSample", k), "expected a string");
+            l.link_sample.push_back(sample[k].get<std::string>());
         }
         f.links.push_back(std::move(l));
     }
@@ -267,7 +276,7 @@ NodeFacts facts_from_json(const json& j) {
     for (size_t i = 0; i < ledgers.size(); ++i) {
         std::string p = idx("", "ledgers", i);
         const json& x = ledgers[i];
-        only(x, p, {"link", "capacity", "committedEgressBps", "committedIngressBps", "entries"});
+        only(x, p, {"link", "capacity", "committedEgressBps", "committedIngressBps", "entryCount", "entries"});
         LedgerFacts l;
         l.link = str(x, p, "link");
         auto& cap = member(x, p, "capacity");
@@ -283,8 +292,12 @@ NodeFacts facts_from_json(const json& j) {
             c.network = str(cap, q, "network");
             l.capacity = c;
         }
-        uint64_t e = 0, in = 0;
+        l.egress_bps = u64(x, p, "committedEgressBps");
+        l.ingress_bps = u64(x, p, "committedIngressBps");
+        l.count = integer(x, p, "entryCount", 0, 1'000'000);
         auto& entries = array(x, p, "entries");
+        if (entries.size() > kSample || static_cast<long long>(entries.size()) > l.count)
+            bad(p + ".entries", "more than entryCount or " + std::to_string(kSample));
         for (size_t k = 0; k < entries.size(); ++k) {
             std::string q = idx(p, "entries", k);
             only(entries[k], q, {"network", "containerID", "ifname", "egressBps", "ingressBps"});
@@ -294,12 +307,8 @@ NodeFacts facts_from_json(const json& j) {
             en.ifname = str(entries[k], q, "ifname");
             en.egress_bps = u64(entries[k], q, "egressBps");
             en.ingress_bps = u64(entries[k], q, "ingressBps");
-            e += en.egress_bps;
-            in += en.ingress_bps;
-            l.entries.push_back(std::move(en));
+            l.sample.push_back(std::move(en));
         }
-        if (u64(x, p, "committedEgressBps") != e) bad(p + ".committedEgressBps", "is not the sum of the entries");
-        if (u64(x, p, "committedIngressBps") != in) bad(p + ".committedIngressBps", "is not the sum of the entries");
         f.ledgers.push_back(std::move(l));
     }
     auto& networks = array(j, "", "networks");
@@ -321,9 +330,14 @@ NodeFacts facts_from_json(const json& j) {
     auto& atts = array(j, "", "attachments");
     for (size_t i = 0; i < atts.size(); ++i) {
         std::string p = idx("", "attachments", i);
-        only(atts[i], p, {"network", "kind", "link", "podUID", "containerID", "ifname"});
-        f.attachments.push_back({str(atts[i], p, "network"), str(atts[i], p, "kind"), str(atts[i], p, "link"),
-                                 str(atts[i], p, "podUID"), str(atts[i], p, "containerID"), str(atts[i], p, "ifname")});
+        only(atts[i], p, {"network", "kind", "link", "pods"});
+        AttachmentFacts a{str(atts[i], p, "network"), str(atts[i], p, "kind"), str(atts[i], p, "link"), {}};
+        auto& pods = array(atts[i], p, "pods");
+        for (size_t k = 0; k < pods.size(); ++k) {
+            if (!pods[k].is_string()) bad(idx(p, "pods", k), "expected a string");
+            a.pods.push_back(pods[k].get<std::string>());
+        }
+        f.attachments.push_back(std::move(a));
     }
     return f;
 }

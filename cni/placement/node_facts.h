@@ -53,8 +53,10 @@ struct LinkFacts {
     bool has_device = false;                   ///< class/net/<name>/device exists
     std::optional<int> numa;
     std::optional<long long> speed_mbps;
-    /// Links of `links_kind` on it (in the node and in pod namespaces): where each is.
-    std::optional<std::vector<std::string>> links;
+    /// How many links of `links_kind` are on it (in the node and in pod namespaces); unset:
+    /// not counted. `link_sample`: where the first few are.
+    std::optional<long long> link_count;
+    std::vector<std::string> link_sample;
     std::string links_kind = "macvlan";
     bool exists = true;                        ///< false: no such netdev (a master named in a config)
 };
@@ -62,9 +64,14 @@ struct LinkFacts {
 /// The bandwidth ledger of one shared link (a master by name, a PF by PCI address).
 struct LedgerFacts {
     std::string link;
-    std::vector<ledger::Entry> entries;
     std::optional<ledger::Entry> capacity;     ///< what the last admission counted against
+    uint64_t egress_bps = 0, ingress_bps = 0;  ///< committed, all entries
+    long long count = 0;                       ///< entries
+    std::vector<ledger::Entry> sample;         ///< the first few, to name them
 };
+
+/// How many of a list evidence names before it says "and N more".
+inline constexpr size_t kSample = 4;
 
 struct RangeSetFacts {
     std::string range_set;
@@ -77,8 +84,10 @@ struct NetworkFacts {
     std::vector<RangeSetFacts> sets;
 };
 
+/// The attachments of one network, kind and link, by their pods' UIDs ("" when unknown).
 struct AttachmentFacts {
-    std::string network, kind, link, pod_uid, container_id, ifname;
+    std::string network, kind, link;
+    std::vector<std::string> pods;
 };
 
 struct NodeFacts {

@@ -11,12 +11,14 @@ import argparse
 import base64
 import json
 import os
+import select
 import ssl
 import subprocess
 import socket
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -164,37 +166,112 @@ def k8s_status(code, message, reason=""):
     return body
 
 
+# The message of the 410 a real API server gives for a continue token it compacted away
+# (apiserver pkg/storage/etcd3/errors.go).
+CONTINUE_EXPIRED = ("The provided continue parameter is too old to display a consistent list result. "
+                    "You can start a new list without the continue parameter.")
+
+
+def expired_continue(times=1, path="/api/v1/nodes"):
+    """An override: the next `times` LIST requests that carry a continue token get a 410
+    Status with reason Expired, as when etcd compacted the token's revision."""
+    return {"path": path, "query": ["continue"], "status": 410, "times": times,
+            "body": k8s_status(410, CONTINUE_EXPIRED, "Expired")}
+
+
+def node_object(name, resource_version, labels=None, annotations=None, **extra):
+    """A Node object as a WATCH event or a LIST item carries it."""
+    md = {"name": name, "resourceVersion": str(resource_version)}
+    if labels:
+        md["labels"] = labels
+    if annotations:
+        md["annotations"] = annotations
+    obj = {"kind": "Node", "apiVersion": "v1", "metadata": md}
+    obj.update(extra)
+    return obj
+
+
+def merge_patch(target, patch):
+    """RFC 7386 JSON Merge Patch: `patch` applied to `target`; null removes a member."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
 class FakeApiServer:
     """The HTTPS API server as a child process in netns `ns`; `requests()` reads its log.
 
-    nodes: {node name: labels}. pods: {"<namespace>/<name>": node name}, served as Pods with
-    that spec.nodeName. host: the address it listens on (127.0.0.1, ::1, ...). token: one
-    token, or a list of tokens, accepted as "Bearer"; a client certificate from the PKI's CA
-    is accepted too. overrides: a list of answers that replace the normal one for requests
-    whose path starts with the entry's "path" (the first match wins; it is read again for
-    every request, see set_overrides):
+    HTTP/1.1 with keep-alive: every answer has a Content-Length or is chunked, and a
+    connection stays open until the client closes it (or an override closes it). Every
+    request is logged with its method, its path (with the query), the client's source port
+    ("peer": one per TCP connection), the parsed query ("query"), the status sent, and for
+    PATCH the Content-Type and body ("contentType", "body", at most 64 KiB, "bodySize").
+
+    nodes: {node name: labels}. The server keeps a Node object for each (metadata.name,
+    labels, annotations, resourceVersion); set_nodes() adds, removes or relabels them (each
+    change bumps the server's resourceVersion counter, like a PATCH does). annotations:
+    {node name: {key: value}}, the Nodes' annotations at the start. The objects as they are
+    now: node(name), annotations(name), state() (from api-state.json, rewritten after every
+    change). pods: {"<namespace>/<name>": node name}, served as Pods with that spec.nodeName.
+    host: the address it listens on (127.0.0.1, ::1, ...). token: one token, or a list of
+    tokens, accepted as "Bearer"; a client certificate from the PKI's CA is accepted too.
+
+    Routes:
+      GET   /api/v1/nodes/<n>        the Node
+      PATCH /api/v1/nodes/<n>        application/merge-patch+json (RFC 7386) or
+                                     application/strategic-merge-patch+json (merged the same
+                                     way): 200 with the Node; another Content-Type: 415
+      GET   /api/v1/nodes?limit=N&continue=T    a NodeList in name order, metadata.continue
+                                     while more remain, metadata.resourceVersion of the list
+                                     (the same on every page of one list)
+      GET   /api/v1/nodes?watch=1&resourceVersion=RV...   a chunked stream of watch events
+                                     as the next script (set_watch_script) says; with no
+                                     script left the stream stays open, silent, until
+                                     timeoutSeconds or until the client goes
+      GET   /api/v1/namespaces/<ns>/pods/<p>    a Pod
+
+    overrides: a list of answers that replace the normal one for requests whose path
+    (with the query) starts with the entry's "path" (the first match wins; it is read again
+    for every request, see set_overrides). An entry may also name a "method" ("PATCH") and
+    "query" (names of query parameters the request must carry, e.g. ["continue"] or
+    ["watch"]), and "times": it applies to that many requests, then no more (counted
+    until the overrides are set again). The answers:
       {"path": "/api/v1/nodes/", "status": 403, "body": <JSON value>}   a status and body
       {"text": "<html>", "contentType": "text/html"}                      a body sent as is
       {"truncate": 100, "closeNotify": False}   Content-Length 100 bytes more than what is
           sent, then the connection is closed: with a TLS close_notify, or a bare TCP close
       {"hang": 30}                              read the request, answer nothing for 30 s
+      {"drop": N}                               read the request, close the connection
+          without a word, for the next N requests (then the override no longer applies)
     silent: listen and accept TCP connections, but never speak (no TLS handshake even).
     """
 
     def __init__(self, ns, pki, nodes, workdir, token=None, pods=None, overrides=None, host="127.0.0.1",
-                 silent=False):
+                 silent=False, annotations=None):
         self.host = host
         self.log = os.path.join(workdir, "api-requests.log")
         self.nodes_file = os.path.join(workdir, "api-nodes.json")
         self.pods_file = os.path.join(workdir, "api-pods.json")
         self.overrides_file = os.path.join(workdir, "api-overrides.json")
+        self.watch_file = os.path.join(workdir, "api-watch.json")
+        self.annotations_file = os.path.join(workdir, "api-annotations.json")
+        self.state_file = os.path.join(workdir, "api-state.json")
         self.err = os.path.join(workdir, "api-server.err")
         self.set_nodes(nodes)
         self.set_pods(pods or {})
         self.set_overrides(overrides or [])
+        self.set_watch_script([])
+        self._write(self.annotations_file, annotations or {})
         cmd = ["nsenter", f"--net=/run/netns/{ns}", sys.executable, os.path.abspath(__file__), "serve",
                "--pki", pki, "--nodes", self.nodes_file, "--log", self.log, "--pods", self.pods_file,
-               "--overrides", self.overrides_file, "--host", host]
+               "--overrides", self.overrides_file, "--host", host, "--watch", self.watch_file,
+               "--annotations", self.annotations_file, "--state", self.state_file]
         for t in [token] if isinstance(token, str) else (token or []):
             cmd += ["--token", t]
         if silent:
@@ -229,11 +306,63 @@ class FakeApiServer:
     def set_overrides(self, overrides):
         self._write(self.overrides_file, overrides)
 
+    def set_watch_script(self, scripts):
+        """What the next WATCH requests stream: a list of scripts, one per WATCH request in
+        turn (a single script, a list of entries, is taken as one). Each entry:
+          {"type": "ADDED", "object": {...}}   that event, one line (any type, as given)
+          {"bookmark": "123"}       a BOOKMARK whose object has only kind, apiVersion and
+                                    metadata.resourceVersion
+          {"expire": True}          an ERROR event: a Status, code 410, reason Expired
+          {"bump": N}               the server's resourceVersion moves on by N (changes elsewhere)
+          {"sleep": 0.2}            a pause
+          {"split": True}           the next event goes out in two chunks, split mid-line
+          {"join": N}               the next N events go out in one chunk
+          {"raw": "text"}           these bytes as one chunk, as they are
+        After the last entry the stream ends (the final zero-length chunk)."""
+        if scripts and isinstance(scripts[0], dict):
+            scripts = [scripts]
+        self._write(self.watch_file, list(scripts))
+
+    def watch_scripts_left(self):
+        with open(self.watch_file) as f:
+            return json.load(f)
+
     def requests(self):
         if not os.path.exists(self.log):
             return []
         with open(self.log) as f:
             return [json.loads(l) for l in f if l.strip()]
+
+    def patches(self):
+        """The PATCH requests so far, as logged."""
+        return [r for r in self.requests() if r.get("method") == "PATCH"]
+
+    def watches(self):
+        """The WATCH requests so far, as logged (each has "resourceVersion", the one asked from)."""
+        return [r for r in self.requests() if r.get("watch")]
+
+    def peers(self, requests=None):
+        """The client source ports of `requests` (default: all), in order of first use: one per
+        TCP connection."""
+        out = []
+        for r in self.requests() if requests is None else requests:
+            if r.get("peer") is not None and r["peer"] not in out:
+                out.append(r["peer"])
+        return out
+
+    def state(self):
+        """{"resourceVersion": "N", "nodes": {name: Node object}} as the server has it now."""
+        if not os.path.exists(self.state_file):
+            return {"resourceVersion": "0", "nodes": {}}
+        with open(self.state_file) as f:
+            return json.load(f)
+
+    def node(self, name):
+        return self.state()["nodes"].get(name)
+
+    def annotations(self, name):
+        n = self.node(name)
+        return dict((n or {}).get("metadata", {}).get("annotations") or {})
 
     def stop(self):
         if self.proc.poll() is None:
@@ -262,10 +391,125 @@ def serve_silent(args):
             f.write(json.dumps({"path": None, "connected": True}) + "\n")
 
 
+MAX_LOGGED_BODY = 64 << 10
+NODE_IMAGES = [{"names": ["x" * 100]}] * 50   # a Node's status is large: answers span many TLS records
+
+
+class ApiState:
+    """The server's Node objects and resourceVersion counter (one per server process)."""
+
+    def __init__(self, args, load):
+        self.args, self.load = args, load
+        self.lock = threading.Lock()
+        self.rv = 0
+        self.objects = {}        # name -> Node object (without status)
+        self.file_labels = {}    # name -> labels as the nodes file had them when last read
+        self.initial_annotations = load(args.annotations, {})
+        self.overrides_text = None
+        self.override_uses = {}
+        with self.lock:
+            self.sync()
+
+    def bump(self, n=1):
+        self.rv += n
+        return str(self.rv)
+
+    def sync(self):
+        """Takes in the nodes file (under the lock): new, removed and relabelled nodes."""
+        nodes = self.load(self.args.nodes, {})
+        changed = False
+        for name in list(self.objects):
+            if name not in nodes:
+                del self.objects[name]
+                self.file_labels.pop(name, None)
+                changed = True
+        for name, labels in nodes.items():
+            if name not in self.objects:
+                md = {"name": name, "uid": f"uid-{name}", "labels": labels,
+                      "annotations": dict(self.initial_annotations.get(name, {}))}
+                self.objects[name] = {"kind": "Node", "apiVersion": "v1", "metadata": md, "spec": {}}
+            elif self.file_labels.get(name) == labels:
+                continue
+            else:
+                self.objects[name]["metadata"]["labels"] = labels
+            self.file_labels[name] = labels
+            self.objects[name]["metadata"]["resourceVersion"] = self.bump()
+            changed = True
+        if changed or not os.path.exists(self.args.state):
+            self.save()
+
+    def save(self):
+        if not self.args.state:
+            return
+        tmp = self.args.state + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"resourceVersion": str(self.rv), "nodes": self.objects}, f)
+        os.replace(tmp, self.args.state)
+
+    @staticmethod
+    def served(obj):
+        """The object as sent: no annotations member when there are none (omitempty), and a
+        large status."""
+        out = json.loads(json.dumps(obj))
+        if not out["metadata"].get("annotations"):
+            out["metadata"].pop("annotations", None)
+        out.setdefault("status", {})["images"] = NODE_IMAGES
+        return out
+
+    def override_for(self, method, path, query):
+        """The first override that applies to this request (and counts it), or None."""
+        text = ""
+        if self.args.overrides and os.path.exists(self.args.overrides):
+            with open(self.args.overrides) as f:
+                text = f.read()
+        if text != self.overrides_text:   # set again: every "times" and "drop" starts over
+            self.overrides_text, self.override_uses = text, {}
+        overrides = json.loads(text) if text.strip() else []
+        for i, o in enumerate(overrides):
+            if not path.startswith(o.get("path", "")):
+                continue
+            if o.get("method") and o["method"] != method:
+                continue
+            if any(q not in query for q in o.get("query", [])):
+                continue
+            limit = o["drop"] if "drop" in o else o.get("times")
+            if limit is not None:
+                if self.override_uses.get(i, 0) >= limit:
+                    continue
+                self.override_uses[i] = self.override_uses.get(i, 0) + 1
+            return o
+        return None
+
+    def next_watch_script(self):
+        scripts = self.load(self.args.watch, [])
+        if not scripts:
+            return None
+        script = scripts.pop(0)
+        tmp = self.args.watch + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(scripts, f)
+        os.replace(tmp, self.args.watch)
+        return script
+
+
+def encode_token(rv, start):
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": int(rv), "start": start}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(token):
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        d = json.loads(raw)
+        return str(d["rv"]), str(d["start"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def serve(args):
     if args.silent:
         return serve_silent(args)
-    lock = threading.Lock()
+    log_lock = threading.Lock()
     tokens = set(args.token or [])
 
     def load(path, default):
@@ -274,14 +518,21 @@ def serve(args):
         with open(path) as f:
             return json.load(f)
 
+    state = ApiState(args, load)
+
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"   # keep-alive: every answer has a Content-Length or is chunked
+
         def log_message(self, *a):
             pass
 
-        def send_body(self, status, data, content_type="application/json", extra=0):
+        def send_body(self, status, data, content_type="application/json", extra=0, close=False):
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data) + extra))
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
             self.wfile.flush()
@@ -289,29 +540,16 @@ def serve(args):
         def reply(self, status, body):
             self.send_body(status, json.dumps(body).encode())
 
-        def route(self, auth):
-            """The normal answer: (status, body)."""
-            nodes = load(args.nodes, {})
-            pods = load(args.pods, {})
-            node_prefix, ns_prefix = "/api/v1/nodes/", "/api/v1/namespaces/"
-            if auth in ("none", "bad-token"):
-                return 401, k8s_status(401, "Unauthorized", "Unauthorized")
-            if self.path.startswith(node_prefix):
-                name = self.path[len(node_prefix):]
-                if name not in nodes:
-                    return 404, k8s_status(404, f"nodes \"{name}\" not found", "NotFound")
-                return 200, {"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "labels": nodes[name]},
-                             "status": {"images": [{"names": ["x" * 100]}] * 50}}
-            parts = self.path[len(ns_prefix):].split("/") if self.path.startswith(ns_prefix) else []
-            if len(parts) == 3 and parts[1] == "pods":
-                ns, name = parts[0], parts[2]
-                if f"{ns}/{name}" not in pods:
-                    return 404, k8s_status(404, f"pods \"{name}\" not found", "NotFound")
-                return 200, {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": ns},
-                             "spec": {"nodeName": pods[f"{ns}/{name}"], "containers": [{"name": "c"}]}}
-            return 404, k8s_status(404, "the server could not find the requested resource", "NotFound")
+        # --- the request ---
+        def split_target(self):
+            path, _, q = self.path.partition("?")
+            return path, {k: v[-1] for k, v in urllib.parse.parse_qs(q, keep_blank_values=True).items()}
 
-        def do_GET(self):
+        def read_body(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(n) if n > 0 else b""
+
+        def authenticate(self):
             auth, token = "none", None
             header = self.headers.get("Authorization") or ""
             if header.startswith("Bearer "):
@@ -322,32 +560,260 @@ def serve(args):
                 auth = "token"
             elif header:
                 auth = "bad-token"
-            override = next((o for o in load(args.overrides, []) if self.path.startswith(o.get("path", ""))), None)
+            return auth, token
+
+        def record(self, entry):
+            with log_lock, open(args.log, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+        # --- the normal answers ---
+        def route_get(self, auth, path, query):
+            """(status, body), or (200, ("watch", from_rv)) for a WATCH."""
+            with state.lock:
+                state.sync()
+            pods = load(args.pods, {})
+            node_prefix, ns_prefix = "/api/v1/nodes/", "/api/v1/namespaces/"
+            if auth in ("none", "bad-token"):
+                return 401, k8s_status(401, "Unauthorized", "Unauthorized")
+            if path == "/api/v1/nodes":
+                if query.get("watch", "false").lower() not in ("0", "false"):
+                    return 200, ("watch", query.get("resourceVersion", ""))
+                return self.list_nodes(query)
+            if path.startswith(node_prefix):
+                name = path[len(node_prefix):]
+                with state.lock:
+                    obj = state.objects.get(name)
+                    if obj is None:
+                        return 404, k8s_status(404, f"nodes \"{name}\" not found", "NotFound")
+                    return 200, state.served(obj)
+            parts = path[len(ns_prefix):].split("/") if path.startswith(ns_prefix) else []
+            if len(parts) == 3 and parts[1] == "pods":
+                ns, name = parts[0], parts[2]
+                if f"{ns}/{name}" not in pods:
+                    return 404, k8s_status(404, f"pods \"{name}\" not found", "NotFound")
+                return 200, {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": ns},
+                             "spec": {"nodeName": pods[f"{ns}/{name}"], "containers": [{"name": "c"}]}}
+            return 404, k8s_status(404, "the server could not find the requested resource", "NotFound")
+
+        def list_nodes(self, query):
+            with state.lock:
+                names = sorted(state.objects)
+                rv, start = str(state.rv), ""
+                if query.get("continue"):
+                    decoded = decode_token(query["continue"])
+                    if decoded is None:
+                        return 400, k8s_status(400, "continue key is not valid", "BadRequest")
+                    rv, start = decoded
+                rest = [n for n in names if n > start] if start else names
+                try:
+                    limit = int(query.get("limit") or 0)
+                except ValueError:
+                    return 400, k8s_status(400, "limit is not a number", "BadRequest")
+                page = rest[:limit] if limit > 0 else rest
+                md = {"resourceVersion": rv}
+                if len(page) < len(rest):
+                    md["continue"] = encode_token(rv, page[-1])
+                    md["remainingItemCount"] = len(rest) - len(page)
+                items = [state.served(state.objects[n]) for n in page]
+            return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": md, "items": items}
+
+        def route_patch(self, auth, path, content_type, body):
+            node_prefix = "/api/v1/nodes/"
+            if auth in ("none", "bad-token"):
+                return 401, k8s_status(401, "Unauthorized", "Unauthorized")
+            if not path.startswith(node_prefix) or "/" in path[len(node_prefix):]:
+                return 404, k8s_status(404, "the server could not find the requested resource", "NotFound")
+            name = path[len(node_prefix):]
+            media = (content_type or "").split(";")[0].strip().lower()
+            if media not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                return 415, k8s_status(415, f"the body of the request was in an unknown format - accepted media types "
+                                            f"include: application/merge-patch+json, "
+                                            f"application/strategic-merge-patch+json", "UnsupportedMediaType")
+            try:
+                patch = json.loads(body)
+            except ValueError as e:
+                return 400, k8s_status(400, f"error decoding patch: {e}", "BadRequest")
+            if not isinstance(patch, dict):
+                return 400, k8s_status(400, "the patch is not a JSON object", "BadRequest")
+            with state.lock:
+                state.sync()
+                obj = state.objects.get(name)
+                if obj is None:
+                    return 404, k8s_status(404, f"nodes \"{name}\" not found", "NotFound")
+                new = merge_patch(obj, patch)
+                md = new.get("metadata")
+                if not isinstance(md, dict) or md.get("name") != name:
+                    return 422, k8s_status(422, "metadata.name: the name of the object cannot change", "Invalid")
+                for k in ("labels", "annotations"):
+                    if not isinstance(md.get(k, {}), dict):
+                        return 422, k8s_status(422, f"metadata.{k}: must be an object", "Invalid")
+                md.setdefault("labels", {})
+                md.setdefault("annotations", {})
+                md["resourceVersion"] = state.bump()
+                state.objects[name] = new
+                state.save()
+                return 200, state.served(new)
+
+        # --- WATCH streams ---
+        def chunk(self, data):
+            self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+            self.wfile.flush()
+
+        def client_gone(self, seconds):
+            """Waits up to `seconds`; true when the client closed (or sent something)."""
+            r, _, _ = select.select([self.connection], [], [], seconds)
+            return bool(r)
+
+        def stream_watch(self, from_rv, script, timeout):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            if script is None:   # nothing scripted: silent until the time-out, as an idle watch
+                end = time.monotonic() + timeout
+                while time.monotonic() < end:
+                    if self.client_gone(min(0.2, max(0.0, end - time.monotonic()))):
+                        self.close_connection = True
+                        return
+                self.chunk_end()
+                return
+            split, join, joined = False, 0, b""
+            for entry in script:
+                if "sleep" in entry:
+                    time.sleep(entry["sleep"])
+                    continue
+                if "bump" in entry:
+                    with state.lock:
+                        state.bump(int(entry["bump"]))
+                        state.save()
+                    continue
+                if "split" in entry:
+                    split = True
+                    continue
+                if "join" in entry:
+                    join, joined = int(entry["join"]), b""
+                    continue
+                if "raw" in entry:
+                    self.chunk(entry["raw"].encode())
+                    continue
+                if "bookmark" in entry:
+                    ev = {"type": "BOOKMARK", "object": {"kind": "Node", "apiVersion": "v1",
+                                                         "metadata": {"resourceVersion": str(entry["bookmark"])}}}
+                elif "expire" in entry:
+                    with state.lock:
+                        now = state.rv
+                    ev = {"type": "ERROR", "object": k8s_status(
+                        410, f"too old resource version: {from_rv or 0} ({now})", "Expired")}
+                else:
+                    ev = {"type": entry["type"], "object": entry.get("object")}
+                line = json.dumps(ev, separators=(",", ":")).encode() + b"\n"
+                if join > 0:
+                    joined += line
+                    join -= 1
+                    if join == 0:
+                        self.chunk(joined)
+                    continue
+                if split:
+                    half = len(line) // 2
+                    self.chunk(line[:half])
+                    time.sleep(0.2)   # apart on the wire: the client reads the halves separately
+                    self.chunk(line[half:])
+                    split = False
+                    continue
+                self.chunk(line)
+            if joined and join > 0:
+                self.chunk(joined)
+            self.chunk_end()
+
+        def chunk_end(self):
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        # --- every method ---
+        def handle_any(self):
+            method = self.command
+            path, query = self.split_target()
+            body = self.read_body() if method in ("PATCH", "POST", "PUT") else b""
+            auth, token = self.authenticate()
+            with state.lock:
+                override = state.override_for(method, self.path, query)
             if override is None:
-                status, body = self.route(auth)
+                if method == "GET":
+                    status, answer = self.route_get(auth, path, query)
+                elif method == "PATCH":
+                    status, answer = self.route_patch(auth, path, self.headers.get("Content-Type"), body)
+                else:
+                    status, answer = 405, k8s_status(405, f"method {method} not allowed", "MethodNotAllowed")
             else:
-                status, body = override.get("status", 200), override.get("body")
-            with lock, open(args.log, "a") as f:
-                f.write(json.dumps({"path": self.path, "auth": auth, "status": status,
-                                    "accept": self.headers.get("Accept"), "host": self.headers.get("Host"),
-                                    "token": token, "sni": getattr(self.connection, "topocni_sni", None),
-                                    "override": override}) + "\n")
+                status, answer = override.get("status", 200), override.get("body")
+            watching = isinstance(answer, tuple)
+            entry = {"path": self.path, "method": method, "peer": self.client_address[1], "auth": auth,
+                     "status": None if override and "drop" in override else status, "accept": self.headers.get("Accept"), "host": self.headers.get("Host"),
+                     "token": token, "sni": getattr(self.connection, "topocni_sni", None), "override": override,
+                     "query": query}
+            if method != "GET" or body:
+                entry.update(contentType=self.headers.get("Content-Type"), bodySize=len(body),
+                             body=body[:MAX_LOGGED_BODY].decode("utf-8", "replace"))
+            if path == "/api/v1/nodes" and query.get("watch", "false").lower() not in ("0", "false"):
+                entry.update(watch=True, resourceVersion=query.get("resourceVersion"))
+            if isinstance(answer, dict) and answer.get("kind") == "NodeList":
+                entry.update(items=[i["metadata"]["name"] for i in answer["items"]],
+                             listResourceVersion=answer["metadata"]["resourceVersion"],
+                             continued=bool(answer["metadata"].get("continue")))
+            script = None
+            if watching:
+                with state.lock:
+                    script = state.next_watch_script()
+                entry["script"] = script
+            self.record(entry)
             if override is None:
-                return self.reply(status, body)
-            self.close_connection = True
+                if watching:
+                    try:
+                        timeout = min(float(query.get("timeoutSeconds") or 1800), 600.0)
+                    except ValueError:
+                        timeout = 600.0
+                    return self.stream_watch(answer[1], script, timeout)
+                return self.reply(status, answer)
+            if "drop" in override:   # the request was read: the connection goes, no answer
+                self.close_connection = True
+                return
             if "hang" in override:
+                self.close_connection = True
                 time.sleep(override["hang"])   # the request was read; no answer
                 return
             if "text" in override:
                 data = override["text"].encode()
             else:
-                data = json.dumps(body).encode()
-            self.send_body(status, data, override.get("contentType", "application/json"), override.get("truncate", 0))
-            if override.get("truncate") and override.get("closeNotify"):
+                data = json.dumps(answer).encode()
+            truncate = override.get("truncate", 0)
+            self.send_body(status, data, override.get("contentType", "application/json"), truncate, close=bool(truncate))
+            if truncate and override.get("closeNotify"):
                 try:
                     self.connection.unwrap()   # TLS close_notify, then the TCP close
                 except (OSError, ValueError):
                     pass
+
+        def handle_one_request(self):
+            try:
+                super().handle_one_request()
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError, socket.timeout):
+                self.close_connection = True   # the client went mid-answer (a stopped watch)
+
+        def do_GET(self):
+            self.handle_any()
+
+        def do_PATCH(self):
+            self.handle_any()
+
+        def do_POST(self):
+            self.handle_any()
+
+        def do_PUT(self):
+            self.handle_any()
+
+        def do_DELETE(self):
+            self.handle_any()
 
     class Server(ThreadingHTTPServer):
         address_family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -379,6 +845,9 @@ if __name__ == "__main__":
     s.add_argument("--log", required=True)
     s.add_argument("--pods")
     s.add_argument("--overrides")
+    s.add_argument("--watch")
+    s.add_argument("--annotations")
+    s.add_argument("--state")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--token", action="append")
     s.add_argument("--silent", action="store_true")

@@ -43,6 +43,12 @@ BandwidthFacts link_of(double capacity_bps, std::vector<ledger::Entry> others) {
     f.link = {"eth1", "master 'eth1'", ""};
     f.capacity.bps = capacity_bps;
     f.capacity.source = "topology.linkCapacityMbps";
+    for (auto& e : others) {
+        f.others_egress += e.egress_bps;
+        f.others_ingress += e.ingress_bps;
+    }
+    f.others_count = static_cast<long long>(others.size());
+    if (others.size() > kSample) others.resize(kSample);
     f.others = std::move(others);
     return f;
 }
@@ -104,8 +110,8 @@ TEST_CASE("a link below minLinkSpeedMbps and a master at maxAttachmentsPerMaster
     CHECK_FALSE(evaluate_link_speed(t, known(10000, "eth1 at 10000 Mb/s")).pass);
     CHECK(evaluate_link_speed(t, known(25000, "eth1 at 25000 Mb/s")).pass);
     t.max_attachments_per_master = 2;
-    DeviceUse two{std::vector<std::string>{"a", "b"}, "2 macvlan links on 'eth1'"};
-    DeviceUse one{std::vector<std::string>{"a"}, "1 macvlan link on 'eth1'"};
+    DeviceUse two{2, "2 macvlan links on 'eth1'"};
+    DeviceUse one{1, "1 macvlan link on 'eth1'"};
     CHECK_FALSE(evaluate_attachments(t, two).pass);
     CHECK(evaluate_attachments(t, one).pass);
 }

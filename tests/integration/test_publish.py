@@ -1,0 +1,419 @@
+"""The node's facts document and its publisher: `topocni node-report --format facts` and
+`node-report --publish`, which keeps the document on the Node as annotation
+topocni.io/facts.
+
+Each test node has a fake sysfs tree with two NUMA nodes (node0: CPUs 0-3, node1: CPUs
+4-7), one SR-IOV PF with 4 VFs on NUMA node 1 whose netdevs are real veths in the node
+netns, and a macvlan master: a veth in the node netns whose sysfs entry puts it on NUMA
+node 0 at 10000 Mb/s. Two networks use them: an SR-IOV one and a macvlan one with a
+bandwidth admission on the master. The plugin runs for real (ADD and DEL with CNI_*
+variables) in pod namespaces the test makes. The API server is fakenode.FakeApiServer in
+the node netns, serving Node "worker-1"; its files live in a temp dir of their own.
+"""
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from cnitest import BIN, NetnsTestCase, main, sh
+from fakenode import FakeApiServer, FakeSysfs as NodeSysfs, b64file, k8s_status, make_pki, write_kubeconfig
+from fakesysfs import FakeSysfs
+
+MBIT = 1_000_000
+PF = "0000:af:00.0"
+VFS = ["0000:af:02.0", "0000:af:02.1", "0000:af:02.2", "0000:af:02.3"]
+MASTER_PCI = "0000:18:00.0"
+RESOURCE = "example.com/sriov_fast"
+ANNOTATION = "topocni.io/facts"
+OTHER_ANNOTATION = ("example.com/owner", "someone else")   # on the Node before: must stay as it is
+UID_SRIOV = "5e1d0c3f-0000-4000-8000-000000000001"
+UID_MACVLAN = "5e1d0c3f-0000-4000-8000-000000000002"
+UID_LATE = "5e1d0c3f-0000-4000-8000-000000000003"
+NODES = "/api/v1/nodes/"
+
+
+def pod_args(uid):
+    return f"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=x;K8S_POD_UID={uid}"
+
+
+# The document's schema, member by member, as cni/placement/node_facts.cc to_json writes
+# it. A type is a Python type, a tuple of choices (None: null), [schema] for an array of
+# them, or a dict for an object that has exactly these members.
+INT, COUNT = "int", "count"   # an integer (never a bool); a count: an integer >= 0 or a decimal string
+SCHEMA = {
+    "version": INT, "node": str, "takenAt": str,
+    "numaNodes": [{"id": INT, "cpus": str}],
+    "pfs": [{"pci": str, "netdev": str, "numaNode": (INT, None), "speedMbps": (INT, None), "resourceName": str,
+             "totalVFs": INT, "usageKnown": bool, "configuredVFs": INT, "inUseVFs": INT, "freeVFs": INT,
+             "vfs": [{"pci": str, "numaNode": (INT, None), "inUse": bool, "podUID": str}]}],
+    "links": [{"name": str, "exists": bool, "pci": str, "pf": str, "hasDevice": bool, "numaNode": (INT, None),
+               "speedMbps": (INT, None), "linksKind": str, "links": ([str], None)}],
+    "ledgers": [{"link": str,
+                 "capacity": ({"bps": INT, "overcommit": (INT, float), "source": str, "network": str}, None),
+                 "committedEgressBps": INT, "committedIngressBps": INT,
+                 "entries": [{"network": str, "containerID": str, "ifname": str, "egressBps": INT,
+                              "ingressBps": INT}]}],
+    "networks": [{"name": str, "rangeSets": [{"rangeSet": str, "size": COUNT, "used": COUNT, "free": COUNT}]}],
+    "attachments": [{"network": str, "kind": str, "link": str, "podUID": str, "containerID": str, "ifname": str}],
+}
+
+
+def schema_errors(value, schema, path="(top)"):
+    """Every way `value` differs from `schema`: a missing or unknown member, a wrong type."""
+    if isinstance(schema, tuple):
+        for choice in schema:
+            if not schema_errors(value, choice, path):
+                return []
+        return [f"{path}: {json.dumps(value)[:80]} is none of {schema}"]
+    if schema is None:
+        return [] if value is None else [f"{path}: expected null"]
+    if schema == INT:
+        return [] if isinstance(value, int) and not isinstance(value, bool) else [f"{path}: expected an integer"]
+    if schema == COUNT:
+        ok = (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or \
+             (isinstance(value, str) and re.fullmatch(r"[0-9]{1,39}", value))
+        return [] if ok else [f"{path}: expected a count"]
+    if schema is float:
+        return [] if isinstance(value, float) else [f"{path}: expected a number"]
+    if schema in (str, bool):
+        return [] if isinstance(value, schema) else [f"{path}: expected {schema.__name__}"]
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return [f"{path}: expected an array"]
+        return [e for i, v in enumerate(value) for e in schema_errors(v, schema[0], f"{path}[{i}]")]
+    if not isinstance(value, dict):
+        return [f"{path}: expected an object"]
+    errors = [f"{path}.{k}: unknown member" for k in value if k not in schema]
+    errors += [f"{path}.{k}: missing" for k in schema if k not in value]
+    for k in schema:
+        if k in value:
+            errors += schema_errors(value[k], schema[k], f"{path}.{k}")
+    return errors
+
+
+def without_taken_at(doc):
+    return {k: v for k, v in doc.items() if k != "takenAt"}
+
+
+class FactsCase(NetnsTestCase):
+    def setUp(self):
+        super().setUp()
+        self.servers, self.publishers = [], []
+        self.fixture = tempfile.mkdtemp(prefix="topocni-pub-")
+        try:
+            self.make_node()
+        except BaseException:
+            self.tearDown()   # unittest skips tearDown when setUp fails; the namespaces must go
+            raise
+
+    def tearDown(self):
+        try:
+            for p in self.publishers:
+                if p.poll() is None:   # a failed test left it running: only this process, by its pid
+                    p.kill()
+                    p.wait()
+            for api in self.servers:
+                api.stop()
+        finally:
+            super().tearDown()
+            shutil.rmtree(self.fixture, ignore_errors=True)
+
+    def make_node(self):
+        self.pf = f"tf{self.tag}"[:15]
+        self.vf_netdevs = [f"tv{self.tag}{i}"[:15] for i in range(len(VFS))]
+        self.master = f"tm{self.tag}"[:15]
+        for name in (self.pf, *self.vf_netdevs, self.master):
+            sh("ip", "link", "add", name, "type", "veth", "peer", "name", "p" + name[1:], ns=self.node)
+        sh("ip", "link", "set", self.master, "up", ns=self.node)
+        self.sysfs = os.path.join(self.tmp, "sys")
+        fake = FakeSysfs(self.sysfs)
+        fake.add_pf(PF, self.pf, totalvfs=8, numa_node=1)
+        for i, (vf, netdev) in enumerate(zip(VFS, self.vf_netdevs)):
+            fake.add_vf(PF, i, vf, netdev, numa_node=1)
+        fake.add_device(MASTER_PCI, self.master, driver="ice", numa_node=0)
+        node = NodeSysfs(self.sysfs)
+        node.numa_node(0, "0-3")
+        node.numa_node(1, "4-7")
+        node.write(f"class/net/{self.pf}/speed", "25000\n")
+        node.write(f"class/net/{self.master}/speed", "10000\n")
+        # kubelet's device manager checkpoint: the SR-IOV device plugin's pool of the VFs.
+        self.kubelet = os.path.join(self.tmp, "kubelet")
+        os.makedirs(os.path.join(self.kubelet, "device-plugins"))
+        with open(os.path.join(self.kubelet, "device-plugins", "kubelet_internal_checkpoint"), "w") as f:
+            json.dump({"Data": {"PodDeviceEntries": None, "RegisteredDevices": {RESOURCE: VFS}}, "Checksum": 1}, f)
+        self.pki = make_pki(os.path.join(self.fixture, "pki"))
+
+    # --- the two networks ---
+    def sriov_conf(self, vf):
+        return self.conf(name=f"sr{self.tag}", attachment="sriov", deviceID=vf, sysfsRoot=self.sysfs,
+                         subnet="10.77.0.0/28")
+
+    def macvlan_conf(self):
+        return self.conf(name=f"mv{self.tag}", attachment="macvlan", master=self.master, sysfsRoot=self.sysfs,
+                         subnet="10.78.0.0/29", bandwidth={"egressRate": 30 * MBIT, "egressBurst": MBIT},
+                         topology={"linkCapacityMbps": 100})
+
+    def add(self, conf, uid, cid, ifname="net1"):
+        pod, path = self.make_pod()
+        out = self.run_plugin("ADD", conf, container_id=cid, netns=path, ifname=ifname, args=pod_args(uid))
+        self.assertOk(out)
+        return pod, path
+
+    def delete(self, conf, uid, cid, path, ifname="net1"):
+        self.assertOk(self.run_plugin("DEL", conf, container_id=cid, netns=path, ifname=ifname, args=pod_args(uid)))
+
+    def add_both(self):
+        """A VF attachment (VFS[1]) and a macvlan attachment with 30 Mb/s egress admitted."""
+        self.sriov_pod = self.add(self.sriov_conf(VFS[1]), UID_SRIOV, "s1")
+        self.macvlan_pod = self.add(self.macvlan_conf(), UID_MACVLAN, "m1", ifname="eth1")
+
+    # --- node-report ---
+    def report_args(self):
+        return ["--sysfs-root", self.sysfs, "--state-dir", self.state_dir, "--kubelet-root-dir", self.kubelet,
+                "--node", "worker-1"]
+
+    def facts(self):
+        p = subprocess.run(["nsenter", f"--net=/run/netns/{self.node}", BIN, "node-report", "--format", "facts",
+                            *self.report_args()], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        return json.loads(p.stdout)
+
+    # --- the API and the publisher ---
+    def start_api(self, **kw):
+        d = os.path.join(self.fixture, f"api{len(self.servers)}")
+        os.makedirs(d)
+        api = FakeApiServer(self.node, self.pki, {"worker-1": {"kubernetes.io/hostname": "worker-1"}}, d,
+                            annotations={"worker-1": dict([OTHER_ANNOTATION])}, **kw)
+        self.servers.append(api)
+        self.api = api
+        self.kubeconfig = write_kubeconfig(os.path.join(self.fixture, "kubeconfig"), api.url(),
+                                           ca_data=b64file(f"{self.pki}/ca.crt"),
+                                           cert_data=b64file(f"{self.pki}/client.crt"),
+                                           key_data=b64file(f"{self.pki}/client.key"), user="topocni-node")
+        return api
+
+    def start_publisher(self, *extra):
+        """`node-report --publish` in the background inside the node netns (nsenter execs it:
+        the pid is topocni's); its log (stderr) goes to a file of the fixture."""
+        log = os.path.join(self.fixture, f"publisher{len(self.publishers)}.log")
+        with open(log, "w") as f:
+            p = subprocess.Popen(["nsenter", f"--net=/run/netns/{self.node}", BIN, "node-report", "--publish",
+                                  "--kubeconfig", self.kubeconfig, "--interval", "1", *self.report_args(), *extra],
+                                 stdout=f, stderr=subprocess.STDOUT)
+        p.log = log
+        self.publishers.append(p)
+        return p
+
+    def stop_publisher(self, p):
+        """SIGTERM by pid; it must exit 0 within 2 s."""
+        self.assertIsNone(p.poll(), f"the publisher exited on its own ({p.returncode}): {self.log_of(p)}")
+        start = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.fail(f"the publisher did not stop within 5 s of SIGTERM: {self.log_of(p)}")
+        self.assertEqual(rc, 0, self.log_of(p))
+        if os.environ.get("TOPOCNI_TEST_DEBUG"):
+            print(f"--- {p.log} ---\n{self.log_of(p)}")
+        self.assertLess(time.monotonic() - start, 2.0, "the publisher took over 2 s to stop")
+
+    @staticmethod
+    def log_of(p):
+        with open(p.log) as f:
+            return f.read()
+
+    def published(self):
+        """The annotation's document as the Node carries it now, or None."""
+        text = self.api.annotations("worker-1").get(ANNOTATION)
+        return json.loads(text) if text is not None else None
+
+    def wait_for(self, what, condition, seconds):
+        end = time.monotonic() + seconds
+        while True:
+            value = condition()
+            if value:
+                return value
+            if time.monotonic() > end:
+                self.fail(f"{what}: not within {seconds} s")
+            time.sleep(0.05)
+
+    def wait_published_change(self, before, seconds, what):
+        """Waits until the annotation's content (takenAt aside) is not `before`; returns it."""
+        start = time.monotonic()
+        doc = self.wait_for(what, lambda: (lambda d: d if d and without_taken_at(d) != before else None)(
+            self.published()), seconds)
+        return doc, time.monotonic() - start
+
+
+class FactsDocument(FactsCase):
+    def test_format_facts_passes_a_strict_schema_check_and_every_number_matches_the_node(self):
+        self.add_both()
+        doc = self.facts()
+        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        self.assertEqual((doc["version"], doc["node"]), (1, "worker-1"))
+        taken = datetime.datetime.strptime(doc["takenAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+        self.assertLess(abs((datetime.datetime.now(datetime.timezone.utc) - taken).total_seconds()), 60)
+        self.assertEqual(doc["numaNodes"], [{"id": 0, "cpus": "0-3"}, {"id": 1, "cpus": "4-7"}])
+
+        # The PF: 8 VFs possible, 4 configured, VFS[1] in use by the SR-IOV pod, 3 free.
+        self.assertEqual([p["pci"] for p in doc["pfs"]], [PF])
+        pf = doc["pfs"][0]
+        self.assertEqual({k: v for k, v in pf.items() if k != "vfs"},
+                         {"pci": PF, "netdev": self.pf, "numaNode": 1, "speedMbps": 25000, "resourceName": RESOURCE,
+                          "totalVFs": 8, "usageKnown": True, "configuredVFs": 4, "inUseVFs": 1, "freeVFs": 3})
+        self.assertEqual(pf["vfs"], [{"pci": vf, "numaNode": 1, "inUse": vf == VFS[1],
+                                      "podUID": UID_SRIOV if vf == VFS[1] else ""} for vf in VFS])
+
+        # Links: the PF's netdev and the master, each physical; the master carries one
+        # macvlan, inside the macvlan pod.
+        links = {l["name"]: l for l in doc["links"]}
+        self.assertEqual(set(links), {self.pf, self.master})
+        self.assertEqual(links[self.master], {
+            "name": self.master, "exists": True, "pci": MASTER_PCI, "pf": "", "hasDevice": True, "numaNode": 0,
+            "speedMbps": 10000, "linksKind": "macvlan", "links": [f"{self.macvlan_pod[1]}:eth1"]})
+        self.assertEqual((links[self.pf]["pci"], links[self.pf]["pf"], links[self.pf]["numaNode"],
+                          links[self.pf]["speedMbps"], links[self.pf]["links"]), (PF, PF, 1, 25000, []))
+
+        # The ledger of the master: 30 Mb/s egress committed against 100 Mb/s.
+        self.assertEqual(len(doc["ledgers"]), 1, doc["ledgers"])
+        ledger = doc["ledgers"][0]
+        mv = self.macvlan_conf()["name"]
+        self.assertEqual(ledger["link"], self.master)
+        self.assertEqual((ledger["committedEgressBps"], ledger["committedIngressBps"]), (30 * MBIT, 0))
+        self.assertEqual(ledger["entries"], [{"network": mv, "containerID": "m1", "ifname": "eth1",
+                                              "egressBps": 30 * MBIT, "ingressBps": 0}])
+        self.assertEqual((ledger["capacity"]["bps"], ledger["capacity"]["overcommit"], ledger["capacity"]["network"]),
+                         (100 * MBIT, 1, mv))
+
+        # The pools: one address used of each (gateway .1 never handed out).
+        sr = self.sriov_conf(VFS[1])["name"]
+        nets = {n["name"]: n["rangeSets"] for n in doc["networks"]}
+        self.assertEqual(nets, {
+            sr: [{"rangeSet": "10.77.0.1-10.77.0.14", "size": 13, "used": 1, "free": 12}],
+            mv: [{"rangeSet": "10.78.0.1-10.78.0.6", "size": 5, "used": 1, "free": 4}]})
+        self.assertEqual(sorted((a["network"], a["kind"], a["link"], a["podUID"], a["containerID"], a["ifname"])
+                                for a in doc["attachments"]),
+                         sorted([(sr, "sriov", PF, UID_SRIOV, "s1", "net1"),   # an SR-IOV attachment's link: its PF
+                                 (mv, "macvlan", self.master, UID_MACVLAN, "m1", "eth1")]))
+
+        # After both DELs: nothing in use, nothing committed, every address free.
+        self.delete(self.sriov_conf(VFS[1]), UID_SRIOV, "s1", self.sriov_pod[1])
+        self.delete(self.macvlan_conf(), UID_MACVLAN, "m1", self.macvlan_pod[1], ifname="eth1")
+        doc = self.facts()
+        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        self.assertEqual((doc["pfs"][0]["inUseVFs"], doc["pfs"][0]["freeVFs"]), (0, 4))
+        self.assertEqual([l["links"] for l in doc["links"] if l["name"] == self.master], [[]])
+        self.assertEqual([(l["committedEgressBps"], l["entries"]) for l in doc["ledgers"]], [(0, [])])
+        self.assertEqual(doc["attachments"], [])
+
+
+class Publish(FactsCase):
+    def test_the_publisher_writes_the_annotation_with_a_merge_patch_that_touches_nothing_else(self):
+        self.add_both()
+        api = self.start_api()
+        p = self.start_publisher()
+        doc = self.wait_for("the annotation", self.published, 10)
+        patches = api.patches()
+        self.assertEqual(len(patches), 1, patches)
+        self.assertEqual(patches[0]["path"], NODES + "worker-1")
+        self.assertEqual(patches[0]["contentType"], "application/merge-patch+json")
+        self.assertEqual((patches[0]["status"], patches[0]["auth"]), (200, "cert"))
+        body = json.loads(patches[0]["body"])
+        self.assertEqual(list(body), ["metadata"])
+        self.assertEqual(list(body["metadata"]), ["annotations"])
+        self.assertEqual(list(body["metadata"]["annotations"]), [ANNOTATION])
+        self.assertIsInstance(body["metadata"]["annotations"][ANNOTATION], str)
+        # Another component's annotation and the labels are as they were.
+        node = api.node("worker-1")
+        self.assertEqual(node["metadata"]["annotations"][OTHER_ANNOTATION[0]], OTHER_ANNOTATION[1])
+        self.assertEqual(node["metadata"]["labels"], {"kubernetes.io/hostname": "worker-1"})
+        # The annotation is the document --format facts prints, but for when it was taken.
+        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        self.assertEqual(without_taken_at(doc), without_taken_at(self.facts()))
+        self.assertEqual(doc["pfs"][0]["inUseVFs"], 1)
+        self.stop_publisher(p)
+        self.assertIn("published facts of node 'worker-1'", self.log_of(p))
+
+    def test_an_add_and_then_a_del_each_change_the_published_annotation_within_2_seconds(self):
+        api = self.start_api()
+        p = self.start_publisher()
+        first = without_taken_at(self.wait_for("the first annotation", self.published, 10))
+        self.assertEqual(first["attachments"], [])
+        pod, path = self.add(self.sriov_conf(VFS[2]), UID_LATE, "late")
+        doc, took = self.wait_published_change(first, 2, "the annotation after ADD")
+        if os.environ.get("TOPOCNI_TEST_DEBUG"):
+            print("ADD published after", took)
+        self.assertEqual([v["pci"] for v in doc["pfs"][0]["vfs"] if v["inUse"]], [VFS[2]])
+        self.assertEqual([(a["containerID"], a["podUID"]) for a in doc["attachments"]], [("late", UID_LATE)])
+        after_add = without_taken_at(doc)
+        self.delete(self.sriov_conf(VFS[2]), UID_LATE, "late", path)
+        doc, took = self.wait_published_change(after_add, 2, "the annotation after DEL")
+        if os.environ.get("TOPOCNI_TEST_DEBUG"):
+            print("DEL published after", took)
+        self.assertEqual(doc["attachments"], [])
+        self.assertEqual(doc["pfs"][0]["inUseVFs"], 0)
+        # Every PATCH carried facts that differ from the ones before it.
+        sent = [without_taken_at(json.loads(json.loads(r["body"])["metadata"]["annotations"][ANNOTATION]))
+                for r in api.patches()]
+        self.assertGreaterEqual(len(sent), 3)
+        self.assertTrue(all(a != b for a, b in zip(sent, sent[1:])), "a PATCH repeated the facts before it")
+        self.stop_publisher(p)
+
+    def test_with_nothing_changed_no_patch_is_sent_and_a_restarted_publisher_sends_none(self):
+        self.add_both()
+        api = self.start_api()
+        p = self.start_publisher()
+        self.wait_for("the annotation", self.published, 10)
+        time.sleep(5)   # --interval 1: five reads of unchanged facts
+        self.assertEqual(len(api.patches()), 1, [json.loads(r["body"]) for r in api.patches()])
+        self.stop_publisher(p)
+        requests_before = len(api.requests())
+        p = self.start_publisher()
+        self.wait_for("the restarted publisher's GET of its Node",
+                      lambda: any(r["method"] == "GET" and r["path"] == NODES + "worker-1"
+                                  for r in api.requests()[requests_before:]), 5)
+        time.sleep(2.5)
+        self.assertEqual(len(api.patches()), 1, "the restarted publisher sent a PATCH with nothing changed")
+        self.stop_publisher(p)
+
+    def test_a_403_on_patch_is_logged_and_retried_until_the_annotation_arrives(self):
+        api = self.start_api(overrides=[{"path": NODES + "worker-1", "method": "PATCH", "status": 403,
+                                         "body": k8s_status(403, 'nodes "worker-1" is forbidden: User '
+                                                                 '"system:node:worker-1" cannot patch resource '
+                                                                 '"nodes"', "Forbidden")}])
+        p = self.start_publisher()
+        self.wait_for("two refused PATCHes", lambda: len(api.patches()) >= 2, 8)
+        self.assertIsNone(self.published())
+        self.assertIsNone(p.poll(), "the publisher exited on a 403")
+        api.set_overrides([])
+        doc = self.wait_for("the annotation once PATCH is allowed", self.published, 8)
+        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        log = self.log_of(p)
+        self.assertIn("HTTP 403", log)
+        self.assertIn("not allowed to patch node 'worker-1'", log)
+        self.assertIn("examples/rbac.yaml", log)
+        self.stop_publisher(p)
+
+    def test_a_dropped_connection_is_logged_and_survived(self):
+        # Two PATCHes in a row lose their connection: the one on the kept connection, and the
+        # one the client sends again at once on a new connection. Then one gets through.
+        api = self.start_api(overrides=[{"path": NODES + "worker-1", "method": "PATCH", "drop": 2}])
+        p = self.start_publisher()
+        doc = self.wait_for("the annotation after two dropped connections", self.published, 10)
+        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        patches = api.patches()
+        self.assertEqual([r["status"] for r in patches], [None, None, 200])
+        self.assertEqual(len(api.peers(patches)), 3, "each PATCH after a drop goes on a new connection")
+        self.assertIn("closed the connection", self.log_of(p))
+        self.assertIsNone(p.poll(), "the publisher exited on a dropped connection")
+        self.stop_publisher(p)
+
+
+if __name__ == "__main__":
+    main()
