@@ -72,8 +72,8 @@ def uses_1_1_0(conf, where=""):
 
 
 def topocni_default_kubeconfig():
-    """kTopocniKubeconfig from cni/placement/kube.h: where topocni looks when a config has no "kubeconfig"."""
-    with open(os.path.join(ROOT, "cni", "placement", "kube.h")) as f:
+    """kTopocniKubeconfig from kube/kubeconfig.h: where topocni looks when a config has no "kubeconfig"."""
+    with open(os.path.join(ROOT, "kube", "kubeconfig.h")) as f:
         return re.search(r'kTopocniKubeconfig = "([^"]+)"', f.read()).group(1)
 
 
@@ -161,9 +161,10 @@ class Manifests(unittest.TestCase):
         self.assertEqual(uses_1_1_0({"delegate": {"ipam": {"routes": [{"dst": "::/0", "mtu": 1400}]}}}),
                          ["delegate.ipam.routes[0].mtu"])
 
-    def test_the_cluster_role_grants_exactly_get_on_nodes_and_pods_in_the_core_group(self):
+    def test_the_cluster_role_grants_exactly_get_on_nodes_and_pods_and_patch_on_nodes_in_the_core_group(self):
         docs = load_yaml("rbac.yaml")
-        self.assertEqual(sorted(d["kind"] for d in docs), ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"])
+        self.assertEqual(sorted(d["kind"] for d in docs), ["ClusterRole", "ClusterRoleBinding", "ServiceAccount",
+                                                           "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
         role = one(docs, "ClusterRole")
         self.assertNotIn("aggregationRule", role)
         grants = set()
@@ -171,7 +172,21 @@ class Manifests(unittest.TestCase):
             self.assertEqual(set(rule), {"apiGroups", "resources", "verbs"},
                              f"no resourceNames, nonResourceURLs or anything else: {rule}")
             grants |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
-        self.assertEqual(grants, {("", "nodes", "get"), ("", "pods", "get")})
+        self.assertEqual(grants, {("", "nodes", "get"), ("", "pods", "get"), ("", "nodes", "patch")})
+
+    def test_the_admission_policy_holds_topocnis_service_account_to_its_own_nodes_facts_annotation(self):
+        docs = load_yaml("rbac.yaml")
+        policy, binding = one(docs, "ValidatingAdmissionPolicy"), one(docs, "ValidatingAdmissionPolicyBinding")
+        sa = one(docs, "ServiceAccount")["metadata"]
+        self.assertEqual(binding["spec"]["policyName"], policy["metadata"]["name"])
+        self.assertEqual(binding["spec"]["validationActions"], ["Deny"])
+        self.assertIn(f'system:serviceaccount:{sa["namespace"]}:{sa["name"]}',
+                      policy["spec"]["matchConditions"][0]["expression"])
+        rules = policy["spec"]["matchConstraints"]["resourceRules"]
+        self.assertEqual([(r["resources"], r["operations"]) for r in rules], [(["nodes"], ["UPDATE"])])
+        text = " ".join(v["expression"] for v in policy["spec"]["validations"])
+        for needed in ("authentication.kubernetes.io/node-name", "topocni.io/facts", "object.spec == oldObject.spec"):
+            self.assertIn(needed, text)
 
     def test_the_binding_and_the_daemonset_name_the_same_service_account(self):
         docs = load_yaml("rbac.yaml")

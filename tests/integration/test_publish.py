@@ -42,25 +42,34 @@ def pod_args(uid):
 
 
 # The document's schema, member by member, as cni/placement/node_facts.cc to_json writes
-# it. A type is a Python type, a tuple of choices (None: null), [schema] for an array of
-# them, or a dict for an object that has exactly these members.
+# it. A type is a Python type (str, bool), INT, COUNT, a tuple of choices (None: null),
+# [schema] for an array of them, Map(schema) for an object whose values (under any key)
+# are of that schema, or a dict for an object that has exactly these members.
 INT, COUNT = "int", "count"   # an integer (never a bool); a count: an integer >= 0 or a decimal string
+
+
+class Map:
+    def __init__(self, values):
+        self.values = values
+
+
 SCHEMA = {
     "version": INT, "node": str, "takenAt": str,
     "numaNodes": [{"id": INT, "cpus": str}],
     "pfs": [{"pci": str, "netdev": str, "numaNode": (INT, None), "speedMbps": (INT, None), "resourceName": str,
              "totalVFs": INT, "usageKnown": bool, "configuredVFs": INT, "inUseVFs": INT, "freeVFs": INT,
-             "vfs": [{"pci": str, "numaNode": (INT, None), "inUse": bool, "podUID": str}]}],
+             "vfs": [str], "vfNumaNodes": Map((INT, None)), "vfsInUse": Map(str)}],
     "links": [{"name": str, "exists": bool, "pci": str, "pf": str, "hasDevice": bool, "numaNode": (INT, None),
-               "speedMbps": (INT, None), "linksKind": str, "links": ([str], None)}],
+               "speedMbps": (INT, None), "linksKind": str, "linkCount": (INT, None), "linkSample": [str]}],
     "ledgers": [{"link": str,
                  "capacity": ({"bps": INT, "overcommit": (INT, float), "source": str, "network": str}, None),
-                 "committedEgressBps": INT, "committedIngressBps": INT,
+                 "committedEgressBps": INT, "committedIngressBps": INT, "entryCount": INT,
                  "entries": [{"network": str, "containerID": str, "ifname": str, "egressBps": INT,
                               "ingressBps": INT}]}],
     "networks": [{"name": str, "rangeSets": [{"rangeSet": str, "size": COUNT, "used": COUNT, "free": COUNT}]}],
-    "attachments": [{"network": str, "kind": str, "link": str, "podUID": str, "containerID": str, "ifname": str}],
+    "attachments": [{"network": str, "kind": str, "link": str, "pods": [str]}],
 }
+SAMPLE = 4   # kSample: how many entries a ledger and a link's sample list at most
 
 
 def schema_errors(value, schema, path="(top)"):
@@ -88,11 +97,38 @@ def schema_errors(value, schema, path="(top)"):
         return [e for i, v in enumerate(value) for e in schema_errors(v, schema[0], f"{path}[{i}]")]
     if not isinstance(value, dict):
         return [f"{path}: expected an object"]
+    if isinstance(schema, Map):
+        return [e for k, v in value.items() for e in schema_errors(v, schema.values, f"{path}[{k!r}]")]
     errors = [f"{path}.{k}: unknown member" for k in value if k not in schema]
     errors += [f"{path}.{k}: missing" for k in schema if k not in value]
     for k in schema:
         if k in value:
             errors += schema_errors(value[k], schema[k], f"{path}.{k}")
+    return errors
+
+
+def consistency_errors(doc):
+    """What the schema cannot say: the counts agree with the lists they count."""
+    errors = []
+    for i, pf in enumerate(doc["pfs"]):
+        listed = set(pf["vfs"])
+        if len(listed) != len(pf["vfs"]):
+            errors.append(f"pfs[{i}].vfs: a VF listed twice")
+        if pf["configuredVFs"] != len(pf["vfs"]) or pf["inUseVFs"] != len(pf["vfsInUse"]) or \
+                pf["freeVFs"] != pf["configuredVFs"] - pf["inUseVFs"]:
+            errors.append(f"pfs[{i}]: counts do not match vfs and vfsInUse")
+        if not set(pf["vfNumaNodes"]) <= listed or not set(pf["vfsInUse"]) <= listed:
+            errors.append(f"pfs[{i}]: vfNumaNodes or vfsInUse name a VF not in vfs")
+    for i, l in enumerate(doc["links"]):
+        if len(l["linkSample"]) > SAMPLE or (l["linkCount"] is not None and len(l["linkSample"]) > l["linkCount"]):
+            errors.append(f"links[{i}].linkSample: longer than linkCount or {SAMPLE}")
+    for i, l in enumerate(doc["ledgers"]):
+        if len(l["entries"]) != min(l["entryCount"], SAMPLE):
+            errors.append(f"ledgers[{i}].entries: not the first min(entryCount, {SAMPLE})")
+    for i, n in enumerate(doc["networks"]):
+        for k, r in enumerate(n["rangeSets"]):
+            if int(r["free"]) != max(int(r["size"]) - int(r["used"]), 0):
+                errors.append(f"networks[{i}].rangeSets[{k}].free: not size - used")
     return errors
 
 
@@ -134,7 +170,7 @@ class FactsCase(NetnsTestCase):
         fake = FakeSysfs(self.sysfs)
         fake.add_pf(PF, self.pf, totalvfs=8, numa_node=1)
         for i, (vf, netdev) in enumerate(zip(VFS, self.vf_netdevs)):
-            fake.add_vf(PF, i, vf, netdev, numa_node=1)
+            fake.add_vf(PF, i, vf, netdev, numa_node=0 if i == 3 else 1)
         fake.add_device(MASTER_PCI, self.master, driver="ice", numa_node=0)
         node = NodeSysfs(self.sysfs)
         node.numa_node(0, "0-3")
@@ -197,13 +233,14 @@ class FactsCase(NetnsTestCase):
                                            key_data=b64file(f"{self.pki}/client.key"), user="topocni-node")
         return api
 
-    def start_publisher(self, *extra):
+    def start_publisher(self, *extra, interval=1):
         """`node-report --publish` in the background inside the node netns (nsenter execs it:
         the pid is topocni's); its log (stderr) goes to a file of the fixture."""
         log = os.path.join(self.fixture, f"publisher{len(self.publishers)}.log")
         with open(log, "w") as f:
             p = subprocess.Popen(["nsenter", f"--net=/run/netns/{self.node}", BIN, "node-report", "--publish",
-                                  "--kubeconfig", self.kubeconfig, "--interval", "1", *self.report_args(), *extra],
+                                  "--kubeconfig", self.kubeconfig, "--interval", str(interval), *self.report_args(),
+                                  *extra],
                                  stdout=f, stderr=subprocess.STDOUT)
         p.log = log
         self.publishers.append(p)
@@ -233,6 +270,10 @@ class FactsCase(NetnsTestCase):
         text = self.api.annotations("worker-1").get(ANNOTATION)
         return json.loads(text) if text is not None else None
 
+    def assertValidDocument(self, doc):
+        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        self.assertEqual(consistency_errors(doc), [])
+
     def wait_for(self, what, condition, seconds):
         end = time.monotonic() + seconds
         while True:
@@ -255,20 +296,19 @@ class FactsDocument(FactsCase):
     def test_format_facts_passes_a_strict_schema_check_and_every_number_matches_the_node(self):
         self.add_both()
         doc = self.facts()
-        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        self.assertValidDocument(doc)
         self.assertEqual((doc["version"], doc["node"]), (1, "worker-1"))
         taken = datetime.datetime.strptime(doc["takenAt"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
         self.assertLess(abs((datetime.datetime.now(datetime.timezone.utc) - taken).total_seconds()), 60)
         self.assertEqual(doc["numaNodes"], [{"id": 0, "cpus": "0-3"}, {"id": 1, "cpus": "4-7"}])
 
-        # The PF: 8 VFs possible, 4 configured, VFS[1] in use by the SR-IOV pod, 3 free.
+        # The PF: 8 VFs possible, 4 configured, VFS[1] in use by the SR-IOV pod, 3 free. The
+        # VFs are on the PF's NUMA node but VFS[3] (node 0): only that one is listed apart.
         self.assertEqual([p["pci"] for p in doc["pfs"]], [PF])
-        pf = doc["pfs"][0]
-        self.assertEqual({k: v for k, v in pf.items() if k != "vfs"},
-                         {"pci": PF, "netdev": self.pf, "numaNode": 1, "speedMbps": 25000, "resourceName": RESOURCE,
-                          "totalVFs": 8, "usageKnown": True, "configuredVFs": 4, "inUseVFs": 1, "freeVFs": 3})
-        self.assertEqual(pf["vfs"], [{"pci": vf, "numaNode": 1, "inUse": vf == VFS[1],
-                                      "podUID": UID_SRIOV if vf == VFS[1] else ""} for vf in VFS])
+        self.assertEqual(doc["pfs"][0], {
+            "pci": PF, "netdev": self.pf, "numaNode": 1, "speedMbps": 25000, "resourceName": RESOURCE,
+            "totalVFs": 8, "usageKnown": True, "configuredVFs": 4, "inUseVFs": 1, "freeVFs": 3, "vfs": VFS,
+            "vfNumaNodes": {VFS[3]: 0}, "vfsInUse": {VFS[1]: UID_SRIOV}})
 
         # Links: the PF's netdev and the master, each physical; the master carries one
         # macvlan, inside the macvlan pod.
@@ -276,40 +316,41 @@ class FactsDocument(FactsCase):
         self.assertEqual(set(links), {self.pf, self.master})
         self.assertEqual(links[self.master], {
             "name": self.master, "exists": True, "pci": MASTER_PCI, "pf": "", "hasDevice": True, "numaNode": 0,
-            "speedMbps": 10000, "linksKind": "macvlan", "links": [f"{self.macvlan_pod[1]}:eth1"]})
+            "speedMbps": 10000, "linksKind": "macvlan", "linkCount": 1,
+            "linkSample": [f"{self.macvlan_pod[1]}:eth1"]})
         self.assertEqual((links[self.pf]["pci"], links[self.pf]["pf"], links[self.pf]["numaNode"],
-                          links[self.pf]["speedMbps"], links[self.pf]["links"]), (PF, PF, 1, 25000, []))
+                          links[self.pf]["speedMbps"], links[self.pf]["linkCount"], links[self.pf]["linkSample"]),
+                         (PF, PF, 1, 25000, 0, []))
 
         # The ledger of the master: 30 Mb/s egress committed against 100 Mb/s.
-        self.assertEqual(len(doc["ledgers"]), 1, doc["ledgers"])
-        ledger = doc["ledgers"][0]
-        mv = self.macvlan_conf()["name"]
-        self.assertEqual(ledger["link"], self.master)
-        self.assertEqual((ledger["committedEgressBps"], ledger["committedIngressBps"]), (30 * MBIT, 0))
-        self.assertEqual(ledger["entries"], [{"network": mv, "containerID": "m1", "ifname": "eth1",
-                                              "egressBps": 30 * MBIT, "ingressBps": 0}])
-        self.assertEqual((ledger["capacity"]["bps"], ledger["capacity"]["overcommit"], ledger["capacity"]["network"]),
-                         (100 * MBIT, 1, mv))
+        mv, sr = self.macvlan_conf()["name"], self.sriov_conf(VFS[1])["name"]
+        self.assertEqual(doc["ledgers"], [{
+            "link": self.master, "capacity": {"bps": 100 * MBIT, "overcommit": 1, "source": "topology.linkCapacityMbps",
+                                              "network": mv},
+            "committedEgressBps": 30 * MBIT, "committedIngressBps": 0, "entryCount": 1,
+            "entries": [{"network": mv, "containerID": "m1", "ifname": "eth1", "egressBps": 30 * MBIT, "ingressBps": 0}]}])
 
-        # The pools: one address used of each (gateway .1 never handed out).
-        sr = self.sriov_conf(VFS[1])["name"]
-        nets = {n["name"]: n["rangeSets"] for n in doc["networks"]}
-        self.assertEqual(nets, {
-            sr: [{"rangeSet": "10.77.0.1-10.77.0.14", "size": 13, "used": 1, "free": 12}],
-            mv: [{"rangeSet": "10.78.0.1-10.78.0.6", "size": 5, "used": 1, "free": 4}]})
-        self.assertEqual(sorted((a["network"], a["kind"], a["link"], a["podUID"], a["containerID"], a["ifname"])
-                                for a in doc["attachments"]),
-                         sorted([(sr, "sriov", PF, UID_SRIOV, "s1", "net1"),   # an SR-IOV attachment's link: its PF
-                                 (mv, "macvlan", self.master, UID_MACVLAN, "m1", "eth1")]))
+        # The pools: one address used of each (the gateway .1 is never handed out).
+        self.assertEqual(sorted(doc["networks"], key=lambda n: n["name"]), sorted([
+            {"name": sr, "rangeSets": [{"rangeSet": "10.77.0.1-10.77.0.14", "size": 13, "used": 1, "free": 12}]},
+            {"name": mv, "rangeSets": [{"rangeSet": "10.78.0.1-10.78.0.6", "size": 5, "used": 1, "free": 4}]}],
+            key=lambda n: n["name"]))
+        # An SR-IOV attachment's link is its PF.
+        self.assertEqual(sorted(doc["attachments"], key=lambda a: a["network"]), sorted([
+            {"network": sr, "kind": "sriov", "link": PF, "pods": [UID_SRIOV]},
+            {"network": mv, "kind": "macvlan", "link": self.master, "pods": [UID_MACVLAN]}],
+            key=lambda a: a["network"]))
 
-        # After both DELs: nothing in use, nothing committed, every address free.
+        # After both DELs: nothing in use, nothing committed, no attachment.
         self.delete(self.sriov_conf(VFS[1]), UID_SRIOV, "s1", self.sriov_pod[1])
         self.delete(self.macvlan_conf(), UID_MACVLAN, "m1", self.macvlan_pod[1], ifname="eth1")
         doc = self.facts()
-        self.assertEqual(schema_errors(doc, SCHEMA), [])
-        self.assertEqual((doc["pfs"][0]["inUseVFs"], doc["pfs"][0]["freeVFs"]), (0, 4))
-        self.assertEqual([l["links"] for l in doc["links"] if l["name"] == self.master], [[]])
-        self.assertEqual([(l["committedEgressBps"], l["entries"]) for l in doc["ledgers"]], [(0, [])])
+        self.assertValidDocument(doc)
+        self.assertEqual((doc["pfs"][0]["inUseVFs"], doc["pfs"][0]["freeVFs"], doc["pfs"][0]["vfsInUse"]), (0, 4, {}))
+        self.assertEqual([(l["linkCount"], l["linkSample"]) for l in doc["links"] if l["name"] == self.master],
+                         [(0, [])])
+        self.assertEqual([(l["committedEgressBps"], l["entryCount"], l["entries"]) for l in doc["ledgers"]],
+                         [(0, 0, [])])
         self.assertEqual(doc["attachments"], [])
 
 
@@ -334,7 +375,7 @@ class Publish(FactsCase):
         self.assertEqual(node["metadata"]["annotations"][OTHER_ANNOTATION[0]], OTHER_ANNOTATION[1])
         self.assertEqual(node["metadata"]["labels"], {"kubernetes.io/hostname": "worker-1"})
         # The annotation is the document --format facts prints, but for when it was taken.
-        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        self.assertValidDocument(doc)
         self.assertEqual(without_taken_at(doc), without_taken_at(self.facts()))
         self.assertEqual(doc["pfs"][0]["inUseVFs"], 1)
         self.stop_publisher(p)
@@ -349,8 +390,8 @@ class Publish(FactsCase):
         doc, took = self.wait_published_change(first, 2, "the annotation after ADD")
         if os.environ.get("TOPOCNI_TEST_DEBUG"):
             print("ADD published after", took)
-        self.assertEqual([v["pci"] for v in doc["pfs"][0]["vfs"] if v["inUse"]], [VFS[2]])
-        self.assertEqual([(a["containerID"], a["podUID"]) for a in doc["attachments"]], [("late", UID_LATE)])
+        self.assertEqual(doc["pfs"][0]["vfsInUse"], {VFS[2]: UID_LATE})
+        self.assertEqual([(a["kind"], a["pods"]) for a in doc["attachments"]], [("sriov", [UID_LATE])])
         after_add = without_taken_at(doc)
         self.delete(self.sriov_conf(VFS[2]), UID_LATE, "late", path)
         doc, took = self.wait_published_change(after_add, 2, "the annotation after DEL")
@@ -393,7 +434,7 @@ class Publish(FactsCase):
         self.assertIsNone(p.poll(), "the publisher exited on a 403")
         api.set_overrides([])
         doc = self.wait_for("the annotation once PATCH is allowed", self.published, 8)
-        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        self.assertValidDocument(doc)
         log = self.log_of(p)
         self.assertIn("HTTP 403", log)
         self.assertIn("not allowed to patch node 'worker-1'", log)
@@ -406,7 +447,7 @@ class Publish(FactsCase):
         api = self.start_api(overrides=[{"path": NODES + "worker-1", "method": "PATCH", "drop": 2}])
         p = self.start_publisher()
         doc = self.wait_for("the annotation after two dropped connections", self.published, 10)
-        self.assertEqual(schema_errors(doc, SCHEMA), [])
+        self.assertValidDocument(doc)
         patches = api.patches()
         self.assertEqual([r["status"] for r in patches], [None, None, 200])
         self.assertEqual(len(api.peers(patches)), 3, "each PATCH after a drop goes on a new connection")
