@@ -18,6 +18,7 @@ void add_node_report(CLI::App& app, int& status);
 void add_explain(CLI::App& app, int& status);
 void add_collect(CLI::App& app, int& status);
 void add_api(CLI::App& app, int& status);
+void add_scheduler_extender(CLI::App& app, int& status);
 
 }  // namespace cni::cli
 

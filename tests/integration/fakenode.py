@@ -1,8 +1,11 @@
 """A fake node for placement tests: a sysfs tree (NUMA nodes, PCI devices with SR-IOV
 layout, netdev speeds), the kubelet's cpu_manager_state, certificates made with the
-openssl CLI, kubeconfigs, and a small HTTPS API server that serves Node and Pod objects,
-logs every request, and can be told to misbehave (a given status and Status object, a body
-that is not JSON, a truncated body, no answer at all) for paths of its choice.
+openssl CLI, kubeconfigs, and a small HTTPS API server (HTTP/1.1, keep-alive) that serves
+Node and Pod objects, PATCHes Nodes (merge patch), LISTs Nodes in pages and streams
+scripted WATCH events, logs every request with the TCP connection it came on, and can be
+told to misbehave (a given status and Status object, a body that is not JSON, a truncated
+body, no answer at all, a dropped connection, an expired continue token) for paths of its
+choice.
 
 Run as a script (`python3 fakenode.py serve ...`) it is that server; the tests start it
 inside their node netns with nsenter so that 127.0.0.1 is the plugin's loopback.
@@ -749,7 +752,8 @@ def serve(args):
                 status, answer = override.get("status", 200), override.get("body")
             watching = isinstance(answer, tuple)
             entry = {"path": self.path, "method": method, "peer": self.client_address[1], "auth": auth,
-                     "status": None if override and "drop" in override else status, "accept": self.headers.get("Accept"), "host": self.headers.get("Host"),
+                     "status": None if override and "drop" in override else status,
+                     "accept": self.headers.get("Accept"), "host": self.headers.get("Host"),
                      "token": token, "sni": getattr(self.connection, "topocni_sni", None), "override": override,
                      "query": query}
             if method != "GET" or body:
@@ -787,7 +791,8 @@ def serve(args):
             else:
                 data = json.dumps(answer).encode()
             truncate = override.get("truncate", 0)
-            self.send_body(status, data, override.get("contentType", "application/json"), truncate, close=bool(truncate))
+            self.send_body(status, data, override.get("contentType", "application/json"), truncate,
+                           close=bool(truncate))
             if truncate and override.get("closeNotify"):
                 try:
                     self.connection.unwrap()   # TLS close_notify, then the TCP close

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import unittest
 
 from cnitest import BIN, NetnsTestCase, main, sh
 from fakenode import FakeApiServer, FakeSysfs as NodeSysfs, b64file, k8s_status, make_pki, write_kubeconfig
@@ -220,11 +221,14 @@ class FactsCase(NetnsTestCase):
         return json.loads(p.stdout)
 
     # --- the API and the publisher ---
-    def start_api(self, **kw):
+    def start_api(self, annotations=None, **kw):
+        """The API server with Node worker-1 carrying `annotations` (default: another
+        component's); self.kubeconfig reaches it."""
         d = os.path.join(self.fixture, f"api{len(self.servers)}")
         os.makedirs(d)
+        annotations = dict([OTHER_ANNOTATION]) if annotations is None else annotations
         api = FakeApiServer(self.node, self.pki, {"worker-1": {"kubernetes.io/hostname": "worker-1"}}, d,
-                            annotations={"worker-1": dict([OTHER_ANNOTATION])}, **kw)
+                            annotations={"worker-1": annotations}, **kw)
         self.servers.append(api)
         self.api = api
         self.kubeconfig = write_kubeconfig(os.path.join(self.fixture, "kubeconfig"), api.url(),
@@ -256,8 +260,6 @@ class FactsCase(NetnsTestCase):
         except subprocess.TimeoutExpired:
             self.fail(f"the publisher did not stop within 5 s of SIGTERM: {self.log_of(p)}")
         self.assertEqual(rc, 0, self.log_of(p))
-        if os.environ.get("TOPOCNI_TEST_DEBUG"):
-            print(f"--- {p.log} ---\n{self.log_of(p)}")
         self.assertLess(time.monotonic() - start, 2.0, "the publisher took over 2 s to stop")
 
     @staticmethod
@@ -286,9 +288,12 @@ class FactsCase(NetnsTestCase):
 
     def wait_published_change(self, before, seconds, what):
         """Waits until the annotation's content (takenAt aside) is not `before`; returns it."""
+        def changed():
+            doc = self.published()
+            return doc if doc and without_taken_at(doc) != before else None
+
         start = time.monotonic()
-        doc = self.wait_for(what, lambda: (lambda d: d if d and without_taken_at(d) != before else None)(
-            self.published()), seconds)
+        doc = self.wait_for(what, changed, seconds)
         return doc, time.monotonic() - start
 
 
@@ -328,7 +333,8 @@ class FactsDocument(FactsCase):
             "link": self.master, "capacity": {"bps": 100 * MBIT, "overcommit": 1, "source": "topology.linkCapacityMbps",
                                               "network": mv},
             "committedEgressBps": 30 * MBIT, "committedIngressBps": 0, "entryCount": 1,
-            "entries": [{"network": mv, "containerID": "m1", "ifname": "eth1", "egressBps": 30 * MBIT, "ingressBps": 0}]}])
+            "entries": [{"network": mv, "containerID": "m1", "ifname": "eth1", "egressBps": 30 * MBIT,
+                         "ingressBps": 0}]}])
 
         # The pools: one address used of each (the gateway .1 is never handed out).
         self.assertEqual(sorted(doc["networks"], key=lambda n: n["name"]), sorted([
@@ -382,21 +388,20 @@ class Publish(FactsCase):
         self.assertIn("published facts of node 'worker-1'", self.log_of(p))
 
     def test_an_add_and_then_a_del_each_change_the_published_annotation_within_2_seconds(self):
+        # The state directory exists, as the DaemonSet's hostPath (DirectoryOrCreate) makes it;
+        # an interval of a minute: only the publisher's inotify can be this quick.
+        os.makedirs(self.state_dir)
         api = self.start_api()
-        p = self.start_publisher()
+        p = self.start_publisher(interval=60)
         first = without_taken_at(self.wait_for("the first annotation", self.published, 10))
         self.assertEqual(first["attachments"], [])
         pod, path = self.add(self.sriov_conf(VFS[2]), UID_LATE, "late")
-        doc, took = self.wait_published_change(first, 2, "the annotation after ADD")
-        if os.environ.get("TOPOCNI_TEST_DEBUG"):
-            print("ADD published after", took)
+        doc, _ = self.wait_published_change(first, 2, "the annotation after ADD")
         self.assertEqual(doc["pfs"][0]["vfsInUse"], {VFS[2]: UID_LATE})
         self.assertEqual([(a["kind"], a["pods"]) for a in doc["attachments"]], [("sriov", [UID_LATE])])
         after_add = without_taken_at(doc)
         self.delete(self.sriov_conf(VFS[2]), UID_LATE, "late", path)
-        doc, took = self.wait_published_change(after_add, 2, "the annotation after DEL")
-        if os.environ.get("TOPOCNI_TEST_DEBUG"):
-            print("DEL published after", took)
+        doc, _ = self.wait_published_change(after_add, 2, "the annotation after DEL")
         self.assertEqual(doc["attachments"], [])
         self.assertEqual(doc["pfs"][0]["inUseVFs"], 0)
         # Every PATCH carried facts that differ from the ones before it.
@@ -405,6 +410,31 @@ class Publish(FactsCase):
         self.assertGreaterEqual(len(sent), 3)
         self.assertTrue(all(a != b for a, b in zip(sent, sent[1:])), "a PATCH repeated the facts before it")
         self.stop_publisher(p)
+
+    @unittest.skip("BUG cni/cli/publish.cc StateWatch: a state directory that does not exist when the publisher "
+                   "starts is never watched (inotify_add_watch fails, rewatch() runs only after a step), so the "
+                   "first ADD is published only at the next --interval (60 s by default), not a moment after it")
+    def test_a_publisher_started_before_the_state_directory_exists_publishes_the_first_add_within_2_seconds(self):
+        self.assertFalse(os.path.exists(self.state_dir))
+        self.start_api()
+        p = self.start_publisher(interval=60)
+        first = without_taken_at(self.wait_for("the first annotation", self.published, 10))
+        self.add(self.sriov_conf(VFS[2]), UID_LATE, "late")
+        doc, _ = self.wait_published_change(first, 2, "the annotation after the first ADD on this node")
+        self.assertEqual(doc["pfs"][0]["vfsInUse"], {VFS[2]: UID_LATE})
+        self.stop_publisher(p)
+
+    def test_unchanged_facts_are_sent_again_after_the_heartbeat(self):
+        api = self.start_api()
+        p = self.start_publisher("--heartbeat", "10")
+        first = self.wait_for("the annotation", self.published, 10)
+        time.sleep(8)
+        self.assertEqual(len(api.patches()), 1, "a PATCH before the heartbeat was due")
+        second = self.wait_for("the heartbeat PATCH", lambda: len(api.patches()) >= 2 and self.published(), 5)
+        self.assertEqual(without_taken_at(second), without_taken_at(first))
+        self.assertGreater(second["takenAt"], first["takenAt"])
+        self.stop_publisher(p)
+        self.assertIn("unchanged, heartbeat", self.log_of(p))
 
     def test_with_nothing_changed_no_patch_is_sent_and_a_restarted_publisher_sends_none(self):
         self.add_both()
@@ -423,6 +453,32 @@ class Publish(FactsCase):
         self.assertEqual(len(api.patches()), 1, "the restarted publisher sent a PATCH with nothing changed")
         self.stop_publisher(p)
 
+    def test_an_annotation_that_is_no_facts_document_is_replaced(self):
+        for broken in ("not JSON", json.dumps({"version": 2}), ""):
+            with self.subTest(annotation=broken):
+                api = self.start_api(annotations={ANNOTATION: broken})
+                p = self.start_publisher()
+                doc = self.wait_for("the annotation replaced", lambda: api.annotations("worker-1").get(
+                    ANNOTATION) != broken and self.published(), 5)
+                self.assertValidDocument(doc)
+                self.assertEqual(len(api.patches()), 1)
+                self.stop_publisher(p)
+
+    def test_once_exits_0_when_the_node_carries_the_facts_and_1_when_it_cannot(self):
+        api = self.start_api(overrides=[{"path": NODES + "worker-1", "method": "PATCH", "status": 403,
+                                         "body": k8s_status(403, "forbidden", "Forbidden")}])
+        p = self.start_publisher("--once")
+        self.assertEqual(p.wait(timeout=10), 1, self.log_of(p))
+        self.assertIn("HTTP 403", self.log_of(p))
+        self.assertIsNone(self.published())
+        api.set_overrides([])
+        for run in ("publishes", "finds the facts there"):
+            with self.subTest(run):
+                p = self.start_publisher("--once")
+                self.assertEqual(p.wait(timeout=10), 0, self.log_of(p))
+                self.assertValidDocument(self.published())
+        self.assertEqual([r["status"] for r in api.patches()], [403, 200])
+
     def test_a_403_on_patch_is_logged_and_retried_until_the_annotation_arrives(self):
         api = self.start_api(overrides=[{"path": NODES + "worker-1", "method": "PATCH", "status": 403,
                                          "body": k8s_status(403, 'nodes "worker-1" is forbidden: User '
@@ -436,10 +492,36 @@ class Publish(FactsCase):
         doc = self.wait_for("the annotation once PATCH is allowed", self.published, 8)
         self.assertValidDocument(doc)
         log = self.log_of(p)
-        self.assertIn("HTTP 403", log)
+        self.assertIn("publishing facts of node 'worker-1' failed (attempt 1, HTTP 403)", log)
         self.assertIn("not allowed to patch node 'worker-1'", log)
         self.assertIn("examples/rbac.yaml", log)
+        # Each attempt asks again what the Node carries (GET, then PATCH), on a new connection.
+        reqs = [r for r in api.requests() if r["path"] == NODES + "worker-1"]
+        self.assertEqual([r["method"] for r in reqs], ["GET", "PATCH"] * (len(reqs) // 2))
+        self.assertEqual([r["status"] for r in reqs if r["method"] == "PATCH"][-1], 200)
+        self.assertEqual(len(api.peers(reqs)), len(reqs) // 2)
+        self.assertEqual([api.peers([reqs[i]]) for i in range(0, len(reqs), 2)],
+                         [api.peers([reqs[i + 1]]) for i in range(0, len(reqs), 2)])
         self.stop_publisher(p)
+
+    def test_a_node_not_registered_yet_gets_its_annotation_once_it_is(self):
+        api = self.start_api()
+        api.set_nodes({})
+        p = self.start_publisher()
+        self.wait_for("a 404 on the Node", lambda: any(r["status"] == 404 for r in api.requests()), 5)
+        time.sleep(1)
+        self.assertIsNone(p.poll(), "the publisher exited on a 404")
+        self.assertIn("not found", self.log_of(p))
+        api.set_nodes({"worker-1": {"kubernetes.io/hostname": "worker-1"}})
+        doc = self.wait_for("the annotation once the Node exists", self.published, 8)
+        self.assertValidDocument(doc)
+        self.stop_publisher(p)
+
+    def test_sigterm_during_a_patch_that_gets_no_answer_ends_the_publisher_within_the_api_timeout(self):
+        api = self.start_api(overrides=[{"path": NODES + "worker-1", "method": "PATCH", "hang": 30}])
+        p = self.start_publisher("--api-timeout", "1")
+        self.wait_for("the PATCH", api.patches, 5)
+        self.stop_publisher(p)   # exits 0 within 2 s
 
     def test_a_dropped_connection_is_logged_and_survived(self):
         # Two PATCHes in a row lose their connection: the one on the kept connection, and the

@@ -26,7 +26,9 @@ FORBIDDEN = [
     ("proto", "cni/placement/placement.h"), ("proto", "cni/attach/attachment.h"), ("proto", "cni/verbs.h"),
     ("placement", "cni/attach/attachment.h"), ("placement", "cni/attach/sriov_state.h"), ("placement", "cni/verbs.h"), ("placement", "cni/cli/cli.h"),
     ("attach", "cni/verbs.h"), ("attach", "cni/cli/cli.h"),
-    ("verbs", "cni/cli/cli.h"),
+    ("verbs", "cni/cli/cli.h"), ("verbs", "cni/cluster/scheduling.h"),
+    ("cluster", "cni/verbs.h"), ("cluster", "cni/cli/cli.h"), ("attach", "cni/cluster/scheduling.h"),
+    ("placement", "cni/cluster/networks.h"),
 ]
 # (part, header it must see): itself and what is below.
 ALLOWED = [
@@ -39,7 +41,8 @@ ALLOWED = [
     ("placement", "cni/error.h"), ("placement", "cni/placement/evaluate.h"), ("placement", "kube/client.h"),
     ("attach", "cni/placement/placement.h"), ("attach", "cni/attach/attachment.h"),
     ("verbs", "cni/verbs.h"), ("verbs", "cni/attach/attachment.h"),
-    ("cli", "cni/cli/cli.h"), ("cli", "cni/verbs.h"),
+    ("cluster", "cni/cluster/scheduling.h"), ("cluster", "cni/attach/attachment.h"), ("cluster", "kube/client.h"),
+    ("cli", "cni/cli/cli.h"), ("cli", "cni/verbs.h"), ("cli", "cni/cluster/networks.h"),
 ]
 
 

@@ -1,0 +1,374 @@
+#include "cni/cluster/scheduling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "cni/attach/attachment.h"
+#include "cni/error.h"
+#include "cni/placement/evaluate.h"
+#include "cni/placement/facts.h"
+#include "cni/placement/placement.h"
+#include "conf/netconf.h"
+
+namespace cni::cluster {
+
+using json = nlohmann::json;
+
+struct PodNetwork::Parsed {
+    conf::NetConf conf;
+    std::unique_ptr<Attachment> kind;
+    std::string kind_name;
+    std::optional<std::string> master;   ///< macvlan: the master the config names
+    bool master_in_pod = false;          ///< macvlan: linkInContainer
+};
+
+namespace {
+
+/// Constraints preempting other pods cannot help with: the node is as it is.
+bool unresolvable(const std::string& constraint, const std::string& kind) {
+    if (constraint == "nodeSelector" || constraint == "topology.minLinkSpeedMbps" || constraint == "master") return true;
+    bool numa = constraint == "topology.numaPolicy" || constraint == "topology.numaNode";
+    return numa && kind != "sriov" && kind != "delegate";   // a master's NUMA node does not change; another VF's may fit
+}
+
+std::time_t parse_time(const std::string& s) {
+    std::tm tm{};
+    const char* end = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return end && !*end ? ::timegm(&tm) : 0;
+}
+
+/// Marks one free VF of `pf` taken by a pod on its way (the device plugin would give it one).
+bool take_vf(PfFacts& pf, const std::string& uid) {
+    for (auto& v : pf.vfs)
+        if (!v.in_use) {
+            v.in_use = true;
+            v.pod_uid = uid;
+            return true;
+        }
+    return false;
+}
+
+/// The PFs a NAD's VFs come from: those of its resource; every PF when the node does not
+/// say which resource its PFs belong to.
+std::vector<PfFacts*> pool_pfs(NodeFacts& f, const std::string& resource) {
+    std::vector<PfFacts*> out;
+    bool any_named = std::any_of(f.pfs.begin(), f.pfs.end(), [](auto& p) { return !p.resource_name.empty(); });
+    for (auto& p : f.pfs)
+        if (p.total_vfs > 0 && (resource.empty() || !any_named || p.resource_name == resource)) out.push_back(&p);
+    return out;
+}
+
+bool wants_vf(const PodNetwork::Parsed& p, const PodNetwork& n) {
+    return p.kind_name == "sriov" || (p.kind_name == "delegate" && !n.resource_name.empty());
+}
+
+/// A pending pod's needs taken from the facts: a VF of each SR-IOV network, a link on each
+/// master, an address of each pool, its rates on each ledger.
+void reserve(NodeFacts& f, const PendingPod& pod) {
+    for (auto& n : pod.networks) {
+        if (!n.parsed) continue;
+        const auto& p = *n.parsed;
+        if (wants_vf(p, n)) {
+            for (auto* pf : pool_pfs(f, n.resource_name))
+                if (take_vf(*pf, pod.uid)) break;
+        } else if (p.master) {
+            for (auto& l : f.links)
+                if (l.name == *p.master && l.link_count) ++*l.link_count;
+        }
+        for (auto& net : f.networks)
+            if (net.name == p.conf.name)
+                for (auto& s : net.sets) ++s.used;
+        if (p.conf.bandwidth && p.master) {
+            std::string key = *p.master;
+            if (auto* l = f.link(*p.master); l && !l->pf.empty()) key = l->pf;
+            for (auto& led : f.ledgers)
+                if (led.link == key) {
+                    led.egress_bps += p.conf.bandwidth->egress ? p.conf.bandwidth->egress->rate_bps : 0;
+                    led.ingress_bps += p.conf.bandwidth->ingress ? p.conf.bandwidth->ingress->rate_bps : 0;
+                    ++led.count;
+                }
+        }
+    }
+}
+
+/// A device ADD will get on this node, as placement describes it.
+Device vf_device(const std::string& pci) {
+    Device d;
+    d.kind = Device::Kind::Pci;
+    d.name = pci;
+    d.label = "VF " + pci;
+    return d;
+}
+
+struct Outcome {
+    std::vector<Verdict> verdicts;
+    std::string device;   ///< the VF chosen, for the next network of the pod
+    size_t failed = 0;
+};
+
+Outcome evaluate(const PodNetwork::Parsed& p, const NodeFacts& f, const Device& d, const NodeLabels& labels) {
+    PodNuma numa;
+    Fact dev = device_numa(f, d);
+    if (dev.value) {
+        // The Topology Manager places the pod's exclusive CPUs at admission, with the device.
+        numa.known = true;
+        numa.nodes = {static_cast<int>(*dev.value)};
+        numa.text = "the pod's CPUs are placed on NUMA node " + std::to_string(*dev.value) +
+                    " with the device by the Topology Manager at admission";
+    } else {
+        numa.text = "the pod's CPUs are not placed yet";
+    }
+    std::optional<ipam::Config> pool;
+    try {
+        pool = p.kind->pool(p.conf);
+    } catch (const std::exception&) {
+    }
+    auto src = published_facts(f, d, labels, numa, pool);
+    EvalOptions opt;
+    opt.collect_errors = true;
+    Outcome o;
+    o.verdicts = evaluate_on(p.conf, *src, PodInfo{}, opt);
+    o.device = d.kind == Device::Kind::Pci ? d.name : "";
+    for (auto& v : o.verdicts) o.failed += !v.pass;
+    return o;
+}
+
+/// The headroom a device leaves after this pod, 0..1: the least of free VFs on its PF,
+/// free bandwidth on its link and free addresses in its pool, each as a share.
+double headroom(const PodNetwork::Parsed& p, const NodeFacts& f, const std::string& vf) {
+    double h = 1;
+    if (!vf.empty())
+        if (auto [pf, v] = f.vf(vf); pf && !pf->vfs.empty()) {
+            long long free = std::count_if(pf->vfs.begin(), pf->vfs.end(), [](auto& x) { return !x.in_use; });
+            h = std::min(h, std::max(0.0, double(free - 1) / double(pf->vfs.size())));
+        }
+    if (auto* n = f.network(p.conf.name))
+        for (auto& s : n->sets)
+            if (s.size > 0) h = std::min(h, std::max(0.0, (double(s.size) - double(s.used) - 1) / double(s.size)));
+    if (p.conf.bandwidth && p.master) {
+        std::string key = *p.master;
+        if (auto* l = f.link(*p.master); l && !l->pf.empty()) key = l->pf;
+        auto* l = f.link(*p.master);
+        auto* led = f.ledger_of(key);
+        double cap = led && led->capacity && led->capacity->capacity_bps
+                         ? double(led->capacity->capacity_bps) * led->capacity->overcommit
+                         : l && l->speed_mbps ? double(*l->speed_mbps) * 1e6 : 0;
+        if (cap > 0) {
+            double ask = double(p.conf.bandwidth->egress ? p.conf.bandwidth->egress->rate_bps : 0);
+            double used = led ? double(led->egress_bps) : 0;
+            h = std::min(h, std::max(0.0, (cap - used - ask) / cap));
+        }
+    }
+    return h;
+}
+
+}  // namespace
+
+std::optional<std::string> topocni_config_of(const json& nad) {
+    if (!nad.is_object()) throw Error(kInvalidConfig, "not a NetworkAttachmentDefinition object");
+    auto spec = nad.find("spec");
+    if (spec == nad.end() || !spec->is_object()) return std::nullopt;   // no config: Multus's delegate by file
+    auto cfg = spec->find("config");
+    if (cfg == spec->end() || !cfg->is_string()) return std::nullopt;
+    json conf = json::parse(cfg->get<std::string>(), nullptr, false);
+    if (!conf.is_object()) throw Error(kInvalidConfig, "spec.config is not a JSON object");
+    if (auto plugins = conf.find("plugins"); plugins != conf.end() && plugins->is_array()) {
+        for (auto& p : *plugins)
+            if (p.is_object() && p.value("type", json()) == "topocni") {
+                json one = p;
+                if (!one.contains("cniVersion") && conf.contains("cniVersion")) one["cniVersion"] = conf["cniVersion"];
+                if (conf.contains("name")) one["name"] = conf["name"];
+                return one.dump();
+            }
+        return std::nullopt;
+    }
+    if (conf.value("type", json()) != "topocni") return std::nullopt;
+    return conf.dump();
+}
+
+PodNetwork pod_network(const NetworkSelection& sel, const json* nad) {
+    PodNetwork n;
+    n.selection = sel;
+    if (!nad) {
+        n.error = "network-attachment-definition " + n.key() + " not found";
+        return n;
+    }
+    try {
+        auto text = topocni_config_of(*nad);
+        if (!text) return n;   // not topocni's: nothing to judge
+        n.config = *text;
+        if (auto md = nad->find("metadata"); md != nad->end() && md->is_object())
+            if (auto an = md->find("annotations"); an != md->end() && an->is_object())
+                if (auto rn = an->find(kResourceNameAnnotation); rn != an->end() && rn->is_string())
+                    n.resource_name = rn->get<std::string>();
+        auto net = read_network(n.config, {});
+        auto parsed = std::make_shared<PodNetwork::Parsed>();
+        parsed->kind_name = conf::kind_of(net.conf.raw);
+        parsed->conf = std::move(net.conf);
+        parsed->kind = std::move(net.kind);
+        if (parsed->kind_name == "macvlan") {
+            const json& raw = parsed->conf.raw;
+            if (auto m = raw.find("master"); m != raw.end() && m->is_string() && !m->get<std::string>().empty())
+                parsed->master = m->get<std::string>();
+            parsed->master_in_pod = raw.value("linkInContainer", json(false)) == json(true);
+        }
+        n.parsed = std::move(parsed);
+    } catch (const base::Error& e) {
+        n.error = "network-attachment-definition " + n.key() + " does not parse: " + e.what();
+    }
+    return n;
+}
+
+NodeView node_view(const json& node) {
+    NodeView v;
+    const json* md = node.is_object() && node.contains("metadata") && node["metadata"].is_object() ? &node["metadata"] : nullptr;
+    if (!md) {
+        v.facts_why = "not a Node object";
+        return v;
+    }
+    v.name = md->value("name", json("")).is_string() ? md->value("name", std::string()) : "";
+    if (auto l = md->find("labels"); l != md->end() && l->is_object())
+        for (auto it = l->begin(); it != l->end(); ++it)
+            if (it->is_string()) v.labels[it.key()] = it->get<std::string>();
+    auto an = md->find("annotations");
+    if (an == md->end() || !an->is_object() || !an->contains(kFactsAnnotation) || !(*an)[kFactsAnnotation].is_string()) {
+        v.facts_why = "the node publishes no topocni facts";
+        return v;
+    }
+    try {
+        auto doc = std::make_shared<NodeFacts>(facts_from_json(json::parse((*an)[kFactsAnnotation].get<std::string>())));
+        v.taken_at = parse_time(doc->taken_at);
+        v.facts = std::move(doc);
+    } catch (const std::exception& e) {
+        v.facts_why = std::string("the node's topocni facts do not parse: ") + e.what();
+    }
+    return v;
+}
+
+NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& node,
+                       const std::vector<const PendingPod*>& pending, const Options& opt, std::time_t now) {
+    NodeVerdict out;
+    std::vector<std::string> reasons, evidence;
+    bool all_unresolvable = true;
+    auto fail = [&](const PodNetwork& n, const std::string& what, const std::string& why, bool permanent) {
+        out.fits = false;
+        reasons.push_back("topocni: " + n.key() + ": " + what);
+        evidence.push_back(n.key() + ": " + why);
+        all_unresolvable = all_unresolvable && permanent;
+    };
+    std::string stale;
+    if (!node.facts) stale = node.facts_why;
+    else if (node.taken_at && now - *node.taken_at > static_cast<std::time_t>(opt.max_facts_age))
+        stale = "the node's topocni facts are " + std::to_string(now - *node.taken_at) + " s old (more than " +
+                std::to_string(static_cast<long long>(opt.max_facts_age)) + " s)";
+    NodeFacts doc;
+    if (stale.empty()) {
+        doc = *node.facts;
+        std::set<std::string> counted;
+        for (auto& a : doc.attachments) counted.insert(a.pods.begin(), a.pods.end());
+        for (auto& pf : doc.pfs)
+            for (auto& v : pf.vfs)
+                if (v.in_use) counted.insert(v.pod_uid);
+        for (auto* p : pending)
+            if (!counted.count(p->uid)) reserve(doc, *p);
+    }
+    NodeLabels labels{node.labels, "the Node object", node.name, "the Node object"};
+    double score = 1;
+    for (auto& n : networks) {
+        if (!n.error.empty()) {
+            fail(n, n.error, n.error, true);
+            continue;
+        }
+        if (!n.parsed) continue;   // not topocni's
+        const auto& p = *n.parsed;
+        const bool deny = p.conf.placement && p.conf.placement->topology && p.conf.placement->topology->deny_unknown;
+        if (!stale.empty()) {
+            // Without facts only the labels can be judged here; unknownTopology decides the rest.
+            if (p.conf.placement && p.conf.placement->node_selector) {
+                Verdict v = evaluate_selector(*p.conf.placement->node_selector, labels);
+                if (!v.pass) fail(n, "nodeSelector not met", v.evidence, true);
+            }
+            if (deny && p.conf.placement->topology) fail(n, "no fresh facts from the node (unknownTopology deny)", stale, false);
+            continue;
+        }
+        std::vector<Device> candidates;
+        if (wants_vf(p, n)) {
+            auto pfs = pool_pfs(doc, n.resource_name);
+            if (pfs.empty()) {
+                fail(n, "no SR-IOV PF of resource " + (n.resource_name.empty() ? "(any)" : n.resource_name),
+                     "no PF of resource '" + n.resource_name + "' on node " + node.name, true);
+                continue;
+            }
+            // One free VF per PF and NUMA node stands for all of them: they share every fact.
+            std::set<std::pair<std::string, int>> seen;
+            for (auto* pf : pfs)
+                for (auto& v : pf->vfs)
+                    if (!v.in_use && seen.insert({pf->pci, v.numa.value_or(-2)}).second) candidates.push_back(vf_device(v.pci));
+            if (candidates.empty()) {
+                fail(n, "no free VF of resource " + (n.resource_name.empty() ? "(any)" : n.resource_name),
+                     "every VF of resource '" + n.resource_name + "' on node " + node.name + " is in use", false);
+                continue;
+            }
+        } else if (p.kind_name == "macvlan") {
+            Device d;
+            d.link_kind = "macvlan";
+            if (p.master_in_pod) {
+                d.none_why = "master '" + p.master.value_or("") + "' is in the pod netns (linkInContainer), out of the node's sysfs";
+            } else if (!p.master) {
+                d.none_why = "macvlan: the master is the node's default-route interface, chosen at ADD";
+            } else {
+                auto* l = doc.link(*p.master);
+                if (!l || !l->exists) {
+                    fail(n, "master not found", "master '" + *p.master + "' does not exist on node " + node.name, true);
+                    continue;
+                }
+                d.kind = Device::Kind::Master;
+                d.name = *p.master;
+                d.label = "master '" + *p.master + "'";
+            }
+            candidates.push_back(d);
+        } else {
+            Device d;
+            d.none_why = p.kind_name == "delegate" ? "delegate: the device is chosen at ADD" : "attachment " + p.kind_name + " has no device";
+            candidates.push_back(d);
+        }
+        Outcome best;
+        bool have = false;
+        for (auto& d : candidates) {
+            Outcome o = evaluate(p, doc, d, labels);
+            if (!have || o.failed < best.failed) best = std::move(o), have = true;
+            if (best.failed == 0) break;
+        }
+        std::vector<std::string> failed;
+        std::string why;
+        bool permanent = true;
+        for (auto& v : best.verdicts)
+            if (!v.pass) {
+                failed.push_back(v.constraint);
+                why += (why.empty() ? "" : " | ") + v.constraint + ": " + v.evidence;
+                permanent = permanent && unresolvable(v.constraint, p.kind_name);
+            }
+        if (!failed.empty()) {
+            std::string names;
+            for (auto& c : failed) names += (names.empty() ? "" : ", ") + c;
+            fail(n, names + " not met", why, permanent);
+            continue;
+        }
+        score = std::min(score, headroom(p, doc, best.device));
+        // The pod's next network on this node cannot have the same VF.
+        if (!best.device.empty())
+            if (auto [pf, v] = doc.vf(best.device); pf && v) const_cast<VfFacts*>(v)->in_use = true;
+    }
+    if (!out.fits) {
+        out.resolvable = !all_unresolvable;
+        for (auto& r : reasons) out.reason += (out.reason.empty() ? "" : "; ") + r;
+        for (auto& e : evidence) out.evidence += (out.evidence.empty() ? "" : " || ") + e;
+        return out;
+    }
+    out.score = static_cast<int>(std::lround(10 * score));
+    if (!stale.empty()) out.evidence = stale;
+    return out;
+}
+
+}  // namespace cni::cluster

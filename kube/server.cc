@@ -1,0 +1,199 @@
+#include "kube/server.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "base/log.h"
+#include "kube/error.h"
+
+extern "C" __attribute__((weak)) int topocni_tls_wanted;
+
+namespace kube::server {
+
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+namespace ssl = net::ssl;
+using tcp = net::ip::tcp;
+
+struct Shared {
+    const Options& o;
+    const Handler& handler;
+    std::atomic<int> live{0};
+};
+
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+public:
+    Session(Stream stream, Shared& s) : stream_(std::move(stream)), s_(s) { ++s_.live; }
+    ~Session() { --s_.live; }
+
+    void start_tls() {
+        lowest().expires_after(s_.o.request_timeout);
+        if constexpr (!std::is_same_v<Stream, beast::tcp_stream>)
+            stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+                if (!ec) self->read();
+            });
+    }
+
+    void read() {
+        parser_.emplace();
+        parser_->body_limit(s_.o.max_body);
+        lowest().expires_after(s_.o.request_timeout);
+        http::async_read(stream_, buf_, *parser_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+            self->on_read(ec);
+        });
+    }
+
+private:
+    beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
+    void on_read(beast::error_code ec) {
+        if (ec == http::error::body_limit) return reply({413, R"({"error":"request too large"})"}, false);
+        if (ec) return;   // closed, timed out, garbage: nothing to answer
+        auto& req = parser_->get();
+        Response r;
+        try {
+            r = s_.handler({std::string(req.method_string()), std::string(req.target()), std::move(req.body())});
+        } catch (const std::exception& e) {
+            base::log::error(std::string("handler failed: ") + e.what());
+            r = {500, R"({"error":"internal error"})"};
+        }
+        reply(std::move(r), req.keep_alive());
+    }
+
+    void reply(Response r, bool keep_alive) {
+        res_ = {};
+        res_.version(11);
+        res_.result(static_cast<unsigned>(r.status));
+        res_.set(http::field::content_type, r.content_type);
+        res_.set(http::field::server, "topocni");
+        res_.keep_alive(keep_alive);
+        res_.body() = std::move(r.body);
+        res_.prepare_payload();
+        lowest().expires_after(s_.o.request_timeout);
+        http::async_write(stream_, res_, [self = this->shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+            if (!ec && keep_alive) self->read();
+        });
+    }
+
+    Stream stream_;
+    Shared& s_;
+    beast::flat_buffer buf_;
+    std::optional<http::request_parser<http::string_body>> parser_;
+    http::response<http::string_body> res_;
+};
+
+tcp::endpoint endpoint_of(const std::string& listen) {
+    std::string host = "0.0.0.0", port = listen;
+    if (!listen.empty() && listen[0] == '[') {
+        auto close = listen.find("]:");
+        if (close == std::string::npos) throw Error(Error::Kind::Invalid, "--listen '" + listen + "': expected [addr]:port");
+        host = listen.substr(1, close - 1);
+        port = listen.substr(close + 2);
+    } else if (auto colon = listen.rfind(':'); colon != std::string::npos) {
+        host = listen.substr(0, colon).empty() ? "0.0.0.0" : listen.substr(0, colon);
+        port = listen.substr(colon + 1);
+    }
+    boost::system::error_code ec;
+    auto addr = net::ip::make_address(host, ec);
+    if (ec) throw Error(Error::Kind::Invalid, "--listen '" + listen + "': '" + host + "' is not an IP address");
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
+        throw Error(Error::Kind::Invalid, "--listen '" + listen + "': '" + port + "' is not a port");
+    return {addr, static_cast<unsigned short>(std::stoi(port))};
+}
+
+}  // namespace
+
+void serve(const Options& o, const Handler& handler, const std::atomic<bool>& stop,
+           const std::function<void(int)>& on_listening) {
+    // Destroyed in reverse: the io_context (and the sessions its handlers hold) before the
+    // TLS context their streams use and the counter they decrement.
+    Shared shared{o, handler};
+    std::optional<ssl::context> tls;
+    if (!o.tls_cert.empty() || !o.tls_key.empty()) {
+        if (&topocni_tls_wanted) topocni_tls_wanted = 1;
+        tls.emplace(ssl::context::tls_server);
+        tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                         ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+        boost::system::error_code ec;
+        tls->use_certificate_chain_file(o.tls_cert, ec);
+        if (ec) throw Error(Error::Kind::Invalid, "--tls-cert '" + o.tls_cert + "': " + ec.message());
+        tls->use_private_key_file(o.tls_key, ssl::context::pem, ec);
+        if (ec) throw Error(Error::Kind::Invalid, "--tls-key '" + o.tls_key + "': " + ec.message());
+    }
+    net::io_context ioc;
+    tcp::acceptor acceptor(ioc);
+    auto ep = endpoint_of(o.listen);
+    boost::system::error_code ec;
+    acceptor.open(ep.protocol(), ec);
+    if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(ep, ec);
+    if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) throw Error(Error::Kind::Invalid, "cannot listen on " + o.listen + ": " + ec.message());
+    if (on_listening) on_listening(acceptor.local_endpoint().port());
+
+    std::function<void()> accept = [&] {
+        acceptor.async_accept([&](boost::system::error_code aec, tcp::socket sock) {
+            if (aec) {
+                if (acceptor.is_open()) accept();
+                return;
+            }
+            if (shared.live.load() >= o.max_connections) {
+                // Busy: say so at once rather than queue the caller (plain HTTP), or close.
+                if (!tls) {
+                    static const std::string busy =
+                        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 17\r\n"
+                        "Connection: close\r\n\r\n{\"error\":\"busy\"}";
+                    boost::system::error_code ignored;
+                    sock.non_blocking(true, ignored);
+                    sock.write_some(net::buffer(busy), ignored);
+                }
+                base::log::warn("busy: " + std::to_string(o.max_connections) + " connections served; one refused");
+            } else if (tls) {
+                std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
+                    beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(sock)), *tls), shared)
+                    ->start_tls();
+            } else {
+                std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(sock)), shared)->read();
+            }
+            accept();
+        });
+    };
+    accept();
+    net::steady_timer watch(ioc);
+    std::chrono::steady_clock::time_point until;
+    std::function<void()> drain = [&] {
+        // The requests in flight finish, each bounded by request_timeout.
+        if (shared.live.load() == 0 || std::chrono::steady_clock::now() > until) return ioc.stop();
+        watch.expires_after(std::chrono::milliseconds(50));
+        watch.async_wait([&](boost::system::error_code) { drain(); });
+    };
+    std::function<void()> poll_stop = [&] {
+        watch.expires_after(std::chrono::milliseconds(100));
+        watch.async_wait([&](boost::system::error_code) {
+            if (!stop) return poll_stop();
+            acceptor.close();
+            until = std::chrono::steady_clock::now() + o.request_timeout;
+            drain();
+        });
+    };
+    poll_stop();
+    std::vector<std::thread> workers;
+    for (int i = 1; i < std::max(1, o.max_connections); ++i) workers.emplace_back([&] { ioc.run(); });
+    ioc.run();
+    for (auto& t : workers) t.join();
+}
+
+}  // namespace kube::server

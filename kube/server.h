@@ -1,0 +1,42 @@
+// A small HTTP(S) server for the endpoints Kubernetes calls (kube-scheduler's extender
+// verbs, admission webhooks), bounded in every way a caller could make it spend: request
+// size, time per request and per idle connection, connections served at once (one more is
+// answered 503 at once, so the caller never waits beyond a bound). Boost.Beast over OpenSSL,
+// as the client.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace kube::server {
+
+struct Request {
+    std::string method, target, body;
+};
+
+struct Response {
+    int status = 200;
+    std::string body;
+    std::string content_type = "application/json";
+};
+
+struct Options {
+    std::string listen = "127.0.0.1:8443";   ///< host:port, [v6]:port
+    std::string tls_cert, tls_key;             ///< PEM files; both empty: plain HTTP
+    size_t max_body = 64u << 20;               ///< a bigger request is answered 413 unread
+    std::chrono::milliseconds request_timeout{10000};   ///< reading one request, and writing its answer
+    std::chrono::milliseconds idle_timeout{60000};      ///< a kept-alive connection with nothing to say
+    int max_connections = 8;                   ///< served at once; one more gets 503
+};
+
+using Handler = std::function<Response(const Request&)>;
+
+/// Serves until `stop` is set (a signal handler may set it), then stops accepting, lets
+/// the requests in flight finish (each bounded by request_timeout) and returns. Throws
+/// kube::Error (Invalid) when it cannot listen or read the certificate. `on_listening`
+/// gets the port bound (for ":0").
+void serve(const Options& o, const Handler& handler, const std::atomic<bool>& stop,
+           const std::function<void(int port)>& on_listening = {});
+
+}  // namespace kube::server
