@@ -293,7 +293,10 @@ json Extender::prioritize(const ExtenderArgs& a, std::time_t now) {
                 std::shared_lock lock(mu_);
                 if (auto it = nodes_.find(name); it != nodes_.end()) v = it->second;
             }
-            if (v.name.empty()) v.name = name;
+            if (v.name.empty()) {
+                v.name = name;
+                v.facts_why = "the node is not in the extender's cache (yet)";
+            }
             out.push_back({{"Host", name}, {"Score", score(v)}});
         }
     return out;

@@ -16,8 +16,11 @@ namespace cni::cluster {
 using json = nlohmann::json;
 
 struct PodNetwork::Parsed {
-    conf::NetConf conf;
-    std::unique_ptr<Attachment> kind;
+    // Made in place and never moved: a kind may keep a reference to its config.
+    explicit Parsed(const std::string& text) : net(read_network(text, {})), conf(net.conf), kind(net.kind) {}
+    Network net;
+    const conf::NetConf& conf;
+    const std::unique_ptr<Attachment>& kind;
     std::string kind_name;
     std::optional<std::string> master;   ///< macvlan: the master the config names
     bool master_in_pod = false;          ///< macvlan: linkInContainer
@@ -202,11 +205,8 @@ PodNetwork pod_network(const NetworkSelection& sel, const json* nad) {
             if (auto an = md->find("annotations"); an != md->end() && an->is_object())
                 if (auto rn = an->find(kResourceNameAnnotation); rn != an->end() && rn->is_string())
                     n.resource_name = rn->get<std::string>();
-        auto net = read_network(n.config, {});
-        auto parsed = std::make_shared<PodNetwork::Parsed>();
-        parsed->kind_name = conf::kind_of(net.conf.raw);
-        parsed->conf = std::move(net.conf);
-        parsed->kind = std::move(net.kind);
+        auto parsed = std::make_shared<PodNetwork::Parsed>(n.config);
+        parsed->kind_name = conf::kind_of(parsed->conf.raw);
         if (parsed->kind_name == "macvlan") {
             const json& raw = parsed->conf.raw;
             if (auto m = raw.find("master"); m != raw.end() && m->is_string() && !m->get<std::string>().empty())
@@ -258,7 +258,7 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
         all_unresolvable = all_unresolvable && permanent;
     };
     std::string stale;
-    if (!node.facts) stale = node.facts_why;
+    if (!node.facts) stale = node.facts_why.empty() ? "the node publishes no topocni facts" : node.facts_why;
     else if (node.taken_at && now - *node.taken_at > static_cast<std::time_t>(opt.max_facts_age))
         stale = "the node's topocni facts are " + std::to_string(now - *node.taken_at) + " s old (more than " +
                 std::to_string(static_cast<long long>(opt.max_facts_age)) + " s)";
