@@ -116,7 +116,10 @@ class Manifests(unittest.TestCase):
                 self.assertTrue(docs, "no document")
                 for d in docs:
                     self.assertIsInstance(d, dict)
-                    self.assertTrue(d.get("apiVersion") and d.get("kind") and d.get("metadata", {}).get("name"), d)
+                    # A component's config file (kube-scheduler's --config) is no API object: no metadata.
+                    config_file = d.get("kind") == "KubeSchedulerConfiguration"
+                    self.assertTrue(d.get("apiVersion") and d.get("kind") and
+                                    (config_file or d.get("metadata", {}).get("name")), d)
 
     def assertVersionFits(self, conf, what):
         need = uses_1_1_0(conf)
@@ -187,6 +190,31 @@ class Manifests(unittest.TestCase):
         text = " ".join(v["expression"] for v in policy["spec"]["validations"])
         for needed in ("authentication.kubernetes.io/node-name", "topocni.io/facts", "object.spec == oldObject.spec"):
             self.assertIn(needed, text)
+
+    def test_the_extender_may_only_list_and_watch_what_its_caches_hold(self):
+        docs = load_yaml("scheduler-extender.yaml")
+        self.assertEqual(sorted(d["kind"] for d in docs),
+                         ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"])
+        grants = set()
+        for rule in one(docs, "ClusterRole")["rules"]:
+            grants |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        self.assertEqual(grants, {(g, r, v) for g, r in (("", "nodes"), ("", "pods"),
+                                                        ("k8s.cni.cncf.io", "network-attachment-definitions"))
+                                  for v in ("list", "watch")})
+        pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+        self.assertEqual(pod["serviceAccountName"], one(docs, "ServiceAccount")["metadata"]["name"])
+        cmd = pod["containers"][0]["command"]
+        self.assertEqual(cmd[1], "scheduler-extender")
+        prefix = cmd[cmd.index("--url-prefix") + 1]
+        sched = one(load_yaml("kube-scheduler-config.yaml"), "KubeSchedulerConfiguration")
+        ext = sched["extenders"][0]
+        self.assertTrue(ext["urlPrefix"].endswith(prefix))
+        self.assertEqual((ext["filterVerb"], ext["prioritizeVerb"]), ("filter", "prioritize"))
+        self.assertGreater(ext["weight"], 0)
+        self.assertTrue(ext["nodeCacheCapable"])
+        self.assertEqual(set(ext) - {"urlPrefix", "filterVerb", "prioritizeVerb", "weight", "nodeCacheCapable",
+                                     "enableHTTPS", "tlsConfig", "httpTimeout", "ignorable", "managedResources"}, set())
+        self.assertIn(100, [p.get("percentageOfNodesToScore") for p in sched["profiles"]])
 
     def test_the_binding_and_the_daemonset_name_the_same_service_account(self):
         docs = load_yaml("rbac.yaml")
