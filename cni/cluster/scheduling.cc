@@ -22,6 +22,7 @@ struct PodNetwork::Parsed {
     const conf::NetConf& conf;
     const std::unique_ptr<Attachment>& kind;
     std::string kind_name;
+    std::optional<ipam::Config> pool;    ///< the host-local pool, read once
     std::optional<std::string> master;   ///< macvlan: the master the config names
     bool master_in_pod = false;          ///< macvlan: linkInContainer
 };
@@ -54,11 +55,13 @@ bool take_vf(PfFacts& pf, const std::string& uid) {
 
 /// The PFs a NAD's VFs come from: those of its resource; every PF when the node does not
 /// say which resource its PFs belong to.
-std::vector<PfFacts*> pool_pfs(NodeFacts& f, const std::string& resource) {
-    std::vector<PfFacts*> out;
+std::vector<size_t> pool_pfs(const NodeFacts& f, const std::string& resource) {
+    std::vector<size_t> out;
     bool any_named = std::any_of(f.pfs.begin(), f.pfs.end(), [](auto& p) { return !p.resource_name.empty(); });
-    for (auto& p : f.pfs)
-        if (p.total_vfs > 0 && (resource.empty() || !any_named || p.resource_name == resource)) out.push_back(&p);
+    for (size_t i = 0; i < f.pfs.size(); ++i) {
+        auto& p = f.pfs[i];
+        if (p.total_vfs > 0 && (resource.empty() || !any_named || p.resource_name == resource)) out.push_back(i);
+    }
     return out;
 }
 
@@ -73,8 +76,8 @@ void reserve(NodeFacts& f, const PendingPod& pod) {
         if (!n.parsed) continue;
         const auto& p = *n.parsed;
         if (wants_vf(p, n)) {
-            for (auto* pf : pool_pfs(f, n.resource_name))
-                if (take_vf(*pf, pod.uid)) break;
+            for (size_t i : pool_pfs(f, n.resource_name))
+                if (take_vf(f.pfs[i], pod.uid)) break;
         } else if (p.master) {
             for (auto& l : f.links)
                 if (l.name == *p.master && l.link_count) ++*l.link_count;
@@ -122,12 +125,7 @@ Outcome evaluate(const PodNetwork::Parsed& p, const NodeFacts& f, const Device& 
     } else {
         numa.text = "the pod's CPUs are not placed yet";
     }
-    std::optional<ipam::Config> pool;
-    try {
-        pool = p.kind->pool(p.conf);
-    } catch (const std::exception&) {
-    }
-    auto src = published_facts(f, d, labels, numa, pool);
+    auto src = published_facts(f, d, labels, numa, p.pool);
     EvalOptions opt;
     opt.collect_errors = true;
     Outcome o;
@@ -207,6 +205,10 @@ PodNetwork pod_network(const NetworkSelection& sel, const json* nad) {
                     n.resource_name = rn->get<std::string>();
         auto parsed = std::make_shared<PodNetwork::Parsed>(n.config);
         parsed->kind_name = conf::kind_of(parsed->conf.raw);
+        try {
+            parsed->pool = parsed->kind->pool(parsed->conf);
+        } catch (const base::Error&) {   // minFreeAddresses then fails as it would at ADD
+        }
         if (parsed->kind_name == "macvlan") {
             const json& raw = parsed->conf.raw;
             if (auto m = raw.find("master"); m != raw.end() && m->is_string() && !m->get<std::string>().empty())
@@ -262,17 +264,29 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
     else if (node.taken_at && now - *node.taken_at > static_cast<std::time_t>(opt.max_facts_age))
         stale = "the node's topocni facts are " + std::to_string(now - *node.taken_at) + " s old (more than " +
                 std::to_string(static_cast<long long>(opt.max_facts_age)) + " s)";
-    NodeFacts doc;
-    if (stale.empty()) {
-        doc = *node.facts;
+    // The node's own document unless this pod's networks or pending pods change it: a copy
+    // then (a VF taken by one network is not there for the next).
+    static const NodeFacts kNone;
+    const NodeFacts* docp = node.facts ? node.facts.get() : &kNone;
+    std::optional<NodeFacts> copy;
+    auto writable = [&]() -> NodeFacts& {
+        if (!copy) {
+            copy = *docp;
+            docp = &*copy;
+        }
+        return *copy;
+    };
+    if (stale.empty() && !pending.empty()) {
         std::set<std::string> counted;
-        for (auto& a : doc.attachments) counted.insert(a.pods.begin(), a.pods.end());
-        for (auto& pf : doc.pfs)
+        for (auto& a : docp->attachments) counted.insert(a.pods.begin(), a.pods.end());
+        for (auto& pf : docp->pfs)
             for (auto& v : pf.vfs)
                 if (v.in_use) counted.insert(v.pod_uid);
         for (auto* p : pending)
-            if (!counted.count(p->uid)) reserve(doc, *p);
+            if (!counted.count(p->uid)) reserve(writable(), *p);
     }
+    size_t vf_networks = 0;
+    for (auto& n : networks) vf_networks += n.parsed && wants_vf(*n.parsed, n);
     NodeLabels labels{node.labels, "the Node object", node.name, "the Node object"};
     double score = 1;
     for (auto& n : networks) {
@@ -293,6 +307,7 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
             continue;
         }
         std::vector<Device> candidates;
+        const NodeFacts& doc = *docp;
         if (wants_vf(p, n)) {
             auto pfs = pool_pfs(doc, n.resource_name);
             if (pfs.empty()) {
@@ -302,9 +317,10 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
             }
             // One free VF per PF and NUMA node stands for all of them: they share every fact.
             std::set<std::pair<std::string, int>> seen;
-            for (auto* pf : pfs)
-                for (auto& v : pf->vfs)
-                    if (!v.in_use && seen.insert({pf->pci, v.numa.value_or(-2)}).second) candidates.push_back(vf_device(v.pci));
+            for (size_t i : pfs)
+                for (auto& v : doc.pfs[i].vfs)
+                    if (!v.in_use && seen.insert({doc.pfs[i].pci, v.numa.value_or(-2)}).second)
+                        candidates.push_back(vf_device(v.pci));
             if (candidates.empty()) {
                 fail(n, "no free VF of resource " + (n.resource_name.empty() ? "(any)" : n.resource_name),
                      "every VF of resource '" + n.resource_name + "' on node " + node.name + " is in use", false);
@@ -357,8 +373,8 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
         }
         score = std::min(score, headroom(p, doc, best.device));
         // The pod's next network on this node cannot have the same VF.
-        if (!best.device.empty())
-            if (auto [pf, v] = doc.vf(best.device); pf && v) const_cast<VfFacts*>(v)->in_use = true;
+        if (!best.device.empty() && vf_networks > 1)
+            if (auto [pf, v] = writable().vf(best.device); pf && v) const_cast<VfFacts*>(v)->in_use = true;
     }
     if (!out.fits) {
         out.resolvable = !all_unresolvable;

@@ -1,0 +1,226 @@
+#!/usr/bin/python3
+"""The scheduler extender at the scale the issue names: filter for one pod with 3 topocni NADs
+over 5,000 candidate nodes, names only (nodeCacheCapable: true) and full Node objects, over
+loopback; prioritize too; requests per second with 2 concurrent clients; the server's peak
+memory with 5,000 nodes' facts cached.
+
+    bench/extender.py --topocni build-release/topocni [--nodes 5000] [--requests 200] [--out bench/results]
+    bench/extender.py --quick ...      a few requests over 200 nodes (the ctest smoke test)
+
+A stand-in API (plain HTTP on loopback) serves the nodes, each with a facts document of 2 PFs
+of 16 VFs and a macvlan master, 3 NADs (SR-IOV, SR-IOV, macvlan) and no pending pods; its
+WATCH requests stay open quietly. Only latency percentiles are reported; nothing is asserted
+but that every answer is well formed and every node fits.
+"""
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def facts(name, i):
+    pfs = []
+    for p in range(2):
+        vfs = [f"0000:{0x3b + p:02x}:{2 + v // 8:02x}.{v % 8}" for v in range(16)]
+        in_use = {vfs[k]: f"{i:08x}-0000-4000-8000-{k:012x}" for k in range(i % 8)}
+        pfs.append({"pci": f"0000:{0x3b + p:02x}:00.0", "netdev": f"ens{p}f0", "numaNode": p, "speedMbps": 25000,
+                    "resourceName": f"intel.com/sriov_{p}", "totalVFs": 64, "usageKnown": True,
+                    "configuredVFs": 16, "inUseVFs": len(in_use), "freeVFs": 16 - len(in_use), "vfs": vfs,
+                    "vfNumaNodes": {}, "vfsInUse": in_use})
+    return {"version": 1, "node": name, "takenAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "numaNodes": [{"id": 0, "cpus": "0-31"}, {"id": 1, "cpus": "32-63"}], "pfs": pfs,
+            "links": [{"name": "eth1", "exists": True, "pci": "0000:18:00.0", "pf": "", "hasDevice": True, "numaNode": 0,
+                       "speedMbps": 25000, "linksKind": "macvlan", "linkCount": i % 5, "linkSample": []}],
+            "ledgers": [], "networks": [], "attachments": []}
+
+
+def node(i):
+    name = f"worker-{i:05d}"
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "resourceVersion": str(i + 1),
+                         "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "a"},
+                         "annotations": {"topocni.io/facts": json.dumps(facts(name, i))}},
+            "status": {"capacity": {"cpu": "64", "memory": "256Gi"}}}
+
+
+def nads():
+    def nad(name, conf, resource=None):
+        md = {"name": name, "namespace": "default", "resourceVersion": "1"}
+        if resource:
+            md["annotations"] = {"k8s.v1.cni.cncf.io/resourceName": resource}
+        return {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": md,
+                "spec": {"config": json.dumps(conf)}}
+    topo = {"numaPolicy": "single-numa-node", "minLinkSpeedMbps": 10000, "maxAttachmentsPerMaster": 16}
+    return [nad(f"sriov-{p}", {"cniVersion": "1.0.0", "name": f"sriov-{p}", "type": "topocni", "attachment": "sriov",
+                               "nodeSelector": {"topology.kubernetes.io/zone": "a"}, "topology": topo},
+                f"intel.com/sriov_{p}") for p in range(2)] + [
+        nad("mv", {"cniVersion": "1.0.0", "name": "mv", "type": "topocni", "attachment": "macvlan", "master": "eth1",
+                   "topology": {"maxAttachmentsPerMaster": 8, "minLinkSpeedMbps": 10000},
+                   "ipam": {"type": "host-local", "subnet": "10.56.0.0/16"}})]
+
+
+def serve_api(nodes):
+    lists = {"/api/v1/nodes": nodes, "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions": nads(),
+             "/api/v1/pods": []}
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            path, _, query = self.path.partition("?")
+            if "watch=1" in query:   # stays open, says nothing, until the client goes
+                self.send_response(200)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    while True:
+                        time.sleep(1)
+                except OSError:
+                    return
+            body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "100"},
+                               "items": lists.get(path, [])}).encode()
+            self.send_response(200 if path in lists else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def percentile(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def run(args):
+    nodes = [node(i) for i in range(args.nodes)]
+    api = serve_api(nodes)
+    tmp = tempfile.mkdtemp(prefix="topocni-bench-ext-")
+    kc = os.path.join(tmp, "kubeconfig")
+    with open(kc, "w") as f:
+        f.write(f"""apiVersion: v1
+kind: Config
+clusters:
+- cluster: {{server: "http://127.0.0.1:{api.server_address[1]}"}}
+  name: c
+contexts:
+- context: {{cluster: c, user: u}}
+  name: x
+current-context: x
+users:
+- name: u
+  user: {{token: bench}}
+""")
+    port = free_port()
+    proc = subprocess.Popen([args.topocni, "scheduler-extender", "--listen", f"127.0.0.1:{port}", "--kubeconfig", kc],
+                            stderr=open(os.path.join(tmp, "extender.log"), "w"))
+    try:
+        pod = {"metadata": {"name": "bench", "namespace": "default", "uid": "b",
+                            "annotations": {"k8s.v1.cni.cncf.io/networks": "sriov-0,sriov-1@net2,mv"}}}
+        names = [n["metadata"]["name"] for n in nodes]
+        by_names = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": names}).encode()
+        by_objects = json.dumps({"Pod": pod, "Nodes": {"items": nodes}, "NodeNames": None}).encode()
+        # Wait until the node cache holds every node (every node then fits).
+        deadline = time.time() + 120
+        while True:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                c.request("POST", "/filter", by_names)
+                r = json.loads(c.getresponse().read())
+                if len(r.get("NodeNames") or []) == len(names):
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise SystemExit(f"the extender never saw all nodes: {r if 'r' in dir() else 'no answer'}")
+            time.sleep(0.5)
+
+        def measure(verb, body, count, clients, check):
+            times, errors = [], []
+
+            def client(n):
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+                for _ in range(n):
+                    t = time.perf_counter()
+                    c.request("POST", verb, body)
+                    data = c.getresponse().read()
+                    times.append(time.perf_counter() - t)
+                    if not check(json.loads(data)):
+                        errors.append(data[:200])
+            start = time.perf_counter()
+            ts = [threading.Thread(target=client, args=(count // clients,)) for _ in range(clients)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            wall = time.perf_counter() - start
+            return {"requests": len(times), "p50_ms": 1000 * percentile(times, 50), "p99_ms": 1000 * percentile(times, 99),
+                    "rps": len(times) / wall, "errors": len(errors), "body_bytes": len(body)}
+
+        all_fit = lambda r: len(r.get("NodeNames") or (r.get("Nodes") or {}).get("items") or []) == len(names)
+        scored = lambda r: isinstance(r, list) and len(r) == len(names)
+        out = {"nodes": args.nodes, "nads": 3}
+        for label, verb, body, check in (("filter, node names", "/filter", by_names, all_fit),
+                                         ("filter, Node objects", "/filter", by_objects, all_fit),
+                                         ("prioritize, node names", "/prioritize", by_names, scored)):
+            out[label + ", 1 client"] = measure(verb, body, args.requests, 1, check)
+            out[label + ", 2 clients"] = measure(verb, body, args.requests, 2, check)
+        with open(f"/proc/{proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmHWM", "VmRSS")):
+                    out[line.split(":")[0]] = line.split(":")[1].strip()
+        return out
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        api.shutdown()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--topocni", required=True)
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.quick:
+        args.nodes, args.requests = 200, 6
+    res = run(args)
+    text = json.dumps(res, indent=2)
+    print(text)
+    if args.out:
+        with open(os.path.join(args.out, "extender.json"), "w") as f:
+            f.write(text + "\n")
+    bad = sum(v.get("errors", 0) for v in res.values() if isinstance(v, dict))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
