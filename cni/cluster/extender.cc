@@ -219,6 +219,34 @@ std::vector<PendingPod> Extender::pending_on(const std::string& node, const std:
     return out;
 }
 
+namespace {
+
+size_t signature(const std::vector<PodNetwork>& nets) {
+    std::string all;
+    for (auto& n : nets) all += n.key() + '\n' + n.resource_name + '\n' + n.config + '\n' + n.error + '\n';
+    return std::hash<std::string>{}(all);
+}
+
+}  // namespace
+
+NodeVerdict Extender::cached_judge(const std::vector<PodNetwork>& nets, size_t nets_sig, const NodeView& v,
+                                   const std::string& uid, std::time_t now) {
+    auto pending = pending_on(v.name, uid, now);
+    bool stale = !v.facts || !v.taken_at || now - *v.taken_at > static_cast<std::time_t>(o_.judge.max_facts_age);
+    std::string key = v.name + '\n' + std::to_string(reinterpret_cast<uintptr_t>(v.facts.get())) + '\n' +
+                      (stale ? "s" : "f") + std::to_string(nets_sig);
+    for (auto& p : pending) key += '\n' + p.uid;
+    {
+        std::lock_guard lock(verdicts_mu_);
+        if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
+    }
+    NodeVerdict verdict = judge_node(nets, v, pointers(pending), o_.judge, now);
+    std::lock_guard lock(verdicts_mu_);
+    if (verdicts_.size() > 100000) verdicts_.clear();   // bounded; rebuilt as asked
+    verdicts_[key] = verdict;
+    return verdict;
+}
+
 json Extender::filter(const ExtenderArgs& a, std::time_t now) {
     json result = {{"Nodes", nullptr}, {"NodeNames", nullptr}, {"FailedNodes", json::object()},
                    {"FailedAndUnresolvableNodes", json::object()}, {"Error", ""}};
@@ -232,11 +260,11 @@ json Extender::filter(const ExtenderArgs& a, std::time_t now) {
         return result;
     }
     std::string uid = meta(a.pod, "uid"), log;
-    size_t fit = 0, total = 0;
+    size_t fit = 0, total = 0, sig = signature(nets);
     auto judge = [&](const NodeView& v) {
         ++total;
         NodeVerdict verdict;
-        verdict = judge_node(nets, v, pointers(pending_on(v.name, uid, now)), o_.judge, now);
+        verdict = cached_judge(nets, sig, v, uid, now);
         if (verdict.fits) {
             ++fit;
             return true;
@@ -275,10 +303,10 @@ json Extender::prioritize(const ExtenderArgs& a, std::time_t now) {
     bool has_topocni = false;
     auto nets = networks_of(a.pod, has_topocni);
     std::string uid = meta(a.pod, "uid");
+    size_t sig = signature(nets);
     auto score = [&](const NodeView& v) {
         if (!has_topocni) return 0;
-        auto pending = pending_on(v.name, uid, now);
-        NodeVerdict verdict = judge_node(nets, v, pointers(pending), o_.judge, now);
+        NodeVerdict verdict = cached_judge(nets, sig, v, uid, now);
         return verdict.fits ? verdict.score : 0;
     };
     if (a.nodes)

@@ -79,6 +79,12 @@ private:
     std::map<std::string, nlohmann::json> nads_;       ///< "ns/name" -> NAD
     std::map<std::string, NodeView> nodes_;            ///< from the node cache
     std::map<std::string, std::pair<std::string, NodeView>> seen_;   ///< name -> (resourceVersion, view): Nodes in requests
+    /// Verdicts by node (its facts as cached), pod networks and pending pods: the pods of a
+    /// Deployment ask the same of nodes whose facts rarely change.
+    NodeVerdict cached_judge(const std::vector<PodNetwork>& nets, size_t nets_sig, const NodeView& v,
+                             const std::string& uid, std::time_t now);
+    std::mutex verdicts_mu_;
+    std::map<std::string, NodeVerdict> verdicts_;
     std::mutex pods_mu_;
     std::map<std::string, Bound> bound_;               ///< pod UID -> a pod bound to a node, pending
 };
