@@ -1,0 +1,332 @@
+"""topocni scheduler-extender against a stand-in API server over HTTPS, asked as
+kube-scheduler asks (POST <urlPrefix>/filter and /prioritize, ExtenderArgs with Go's field
+names), in both nodeCacheCapable modes.
+
+The stand-in API serves Nodes (each carrying a facts document as topocni.io/facts), NADs and
+pods as LIST answers, and keeps every WATCH open without events; the extender's caches are
+what the LISTs gave. Its state is set before the extender starts, or changed and the extender
+restarted. Facts documents are made by hand with the schema node-report publishes (the
+publisher's own output is tested in test_publish, the equality of verdicts with ADD's in
+test_facts_eval).
+"""
+import copy
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from cnitest import BIN, main
+from fakenode import make_pki, write_kubeconfig
+
+NOW = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+OLD = "2020-01-01T00:00:00Z"
+
+
+def facts(name, numa=1, used=1, resource="intel.com/sriov", taken=None, speed=25000, links=1):
+    vfs = [f"0000:af:02.{i}" for i in range(4)]
+    in_use = {vfs[i]: f"held-{i}" for i in range(used)}
+    return {"version": 1, "node": name, "takenAt": taken or NOW,
+            "numaNodes": [{"id": 0, "cpus": "0-7"}, {"id": 1, "cpus": "8-15"}],
+            "pfs": [{"pci": "0000:af:00.0", "netdev": "ens2f0", "numaNode": numa, "speedMbps": speed,
+                     "resourceName": resource, "totalVFs": 8, "usageKnown": True, "configuredVFs": 4,
+                     "inUseVFs": used, "freeVFs": 4 - used, "vfs": vfs, "vfNumaNodes": {}, "vfsInUse": in_use}],
+            "links": [{"name": "eth1", "exists": True, "pci": "0000:18:00.0", "pf": "", "hasDevice": True,
+                       "numaNode": 0, "speedMbps": speed, "linksKind": "macvlan", "linkCount": links,
+                       "linkSample": ["/run/netns/x"] if links else []}],
+            "ledgers": [], "networks": [], "attachments": []}
+
+
+def node(name, labels=None, doc=None):
+    md = {"name": name, "resourceVersion": "1", "labels": labels or {"zone": "a"}}
+    if doc is not None:
+        md["annotations"] = {"topocni.io/facts": json.dumps(doc)}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": md, "status": {"images": [{"names": ["x" * 50]}] * 5}}
+
+
+def nad(name, conf, resource=None, namespace="default"):
+    md = {"name": name, "namespace": namespace, "resourceVersion": "1"}
+    if resource:
+        md["annotations"] = {"k8s.v1.cni.cncf.io/resourceName": resource}
+    return {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": md,
+            "spec": {"config": json.dumps(conf)}}
+
+
+def sriov_nad(name="sriov-a", **extra):
+    conf = {"cniVersion": "1.0.0", "name": name, "type": "topocni", "attachment": "sriov"}
+    conf.update(extra)
+    return nad(name, conf, "intel.com/sriov")
+
+
+def macvlan_nad(name="mv", **extra):
+    conf = {"cniVersion": "1.0.0", "name": name, "type": "topocni", "attachment": "macvlan", "master": "eth1"}
+    conf.update(extra)
+    return nad(name, conf)
+
+
+def pod(name, networks, uid=None, node_name=None, phase="Pending"):
+    p = {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}",
+                      "annotations": {"k8s.v1.cni.cncf.io/networks": networks}},
+         "spec": {"containers": [{"name": "app", "image": "x"}]}, "status": {"phase": phase}}
+    if node_name:
+        p["spec"]["nodeName"] = node_name
+    return p
+
+
+class StandInApi:
+    """Nodes, NADs and pods as LIST answers over HTTPS (the PKI's server certificate); WATCH
+    requests stay open and silent. Logs the paths it was asked."""
+
+    def __init__(self, pki):
+        self.state = {"nodes": [], "nads": [], "pods": []}
+        self.paths = []
+        api = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                path, _, query = self.path.partition("?")
+                api.paths.append(self.path)
+                if "watch=1" in query:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    time.sleep(60)   # open and silent; the extender's SIGTERM ends it first
+                    return
+                items = {"/api/v1/nodes": "nodes", "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions": "nads",
+                         "/api/v1/pods": "pods"}.get(path)
+                if items is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "7"},
+                                   "items": api.state[items]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(os.path.join(pki, "server.crt"), os.path.join(pki, "server.key"))
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Extender(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="topocni-ext-")
+        self.pki = make_pki(os.path.join(self.tmp, "pki"))
+        self.api = StandInApi(self.pki)
+        self.addCleanup(self.api.stop)
+        self.kubeconfig = write_kubeconfig(os.path.join(self.tmp, "kubeconfig"), f"https://127.0.0.1:{self.api.port}",
+                                           ca_file=os.path.join(self.pki, "ca.crt"), token="t")
+        self.proc = None
+
+    def tearDown(self):
+        self.stop()
+        subprocess.run(["rm", "-rf", self.tmp])
+
+    def start(self, tls=True):
+        self.stop()
+        self.port = free_port()
+        cmd = [BIN, "scheduler-extender", "--listen", f"127.0.0.1:{self.port}", "--kubeconfig", self.kubeconfig,
+               "--url-prefix", "/scheduler", "--max-facts-age", "600"]
+        if tls:
+            cmd += ["--tls-cert", os.path.join(self.pki, "server.crt"), "--tls-key", os.path.join(self.pki, "server.key")]
+        self.tls = tls
+        self.log = os.path.join(self.tmp, f"extender-{time.time()}.log")
+        with open(self.log, "w") as err:
+            self.proc = subprocess.Popen(cmd, stderr=err)
+        deadline = time.time() + 20
+        want = {"nodes", "network-attachment", "pods"}
+        while time.time() < deadline:
+            seen = {w for w in want if any(w in p and "watch=1" in p for p in self.api.paths)}
+            if seen == want:
+                return
+            time.sleep(0.05)
+        self.fail(f"the extender did not list and watch: {self.api.paths}")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.assertEqual(self.proc.wait(timeout=20), 0, "SIGTERM ends the extender cleanly")
+        self.proc = None
+        self.api.paths.clear()
+
+    def post(self, verb, body):
+        if self.tls:
+            ctx = ssl.create_default_context(cafile=os.path.join(self.pki, "ca.crt"))
+            c = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=30)
+        else:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c.request("POST", f"/scheduler/{verb}", body if isinstance(body, bytes) else json.dumps(body).encode(),
+                  {"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data
+
+    def filter(self, p, names=None, objects=None):
+        args = {"Pod": p, "Nodes": {"items": objects} if objects is not None else None, "NodeNames": names}
+        status, data = self.post("filter", args)
+        self.assertEqual(status, 200, data)
+        r = json.loads(data)
+        self.assertEqual(set(r), {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"})
+        return r
+
+    def cluster(self, nodes, nads, pods=()):
+        self.api.state = {"nodes": nodes, "nads": nads, "pods": list(pods)}
+
+    # --- the tests ---
+
+    def test_every_constraint_kind_filters_nodes_with_reasons_that_group_in_both_node_modes(self):
+        nodes = [node("fits", doc=facts("fits")),
+                 node("numa0", doc=facts("numa0", numa=0)),
+                 node("full", doc=facts("full", used=4)),
+                 node("slow", doc=facts("slow", speed=10000)),
+                 node("zone-b", labels={"zone": "b"}, doc=facts("zone-b")),
+                 node("other-pool", doc=facts("other-pool", resource="mellanox.com/cx6")),
+                 node("busy-master", doc=facts("busy-master", links=3))]
+        self.cluster(nodes, [sriov_nad(nodeSelector={"zone": "a"}, topology={"numaNode": 1, "minLinkSpeedMbps": 25000}),
+                             macvlan_nad(topology={"maxAttachmentsPerMaster": 3})])
+        self.start()
+        p = pod("p", "sriov-a, mv@net2")
+        names = [n["metadata"]["name"] for n in nodes]
+        for mode in ("names", "objects"):
+            with self.subTest(mode=mode):
+                r = self.filter(p, names=names) if mode == "names" else self.filter(p, objects=nodes)
+                passed = r["NodeNames"] if mode == "names" else [n["metadata"]["name"] for n in r["Nodes"]["items"]]
+                self.assertEqual(passed, ["fits"])
+                if mode == "names":
+                    self.assertIsNone(r["Nodes"])
+                else:
+                    self.assertIsNone(r["NodeNames"])
+                failed, unres = r["FailedNodes"], r["FailedAndUnresolvableNodes"]
+                self.assertEqual(failed["numa0"], "topocni: default/sriov-a: topology.numaNode not met")
+                self.assertEqual(failed["full"], "topocni: default/sriov-a: no free VF of resource intel.com/sriov")
+                self.assertEqual(failed["busy-master"], "topocni: default/mv: topology.maxAttachmentsPerMaster not met")
+                self.assertEqual(unres["slow"], "topocni: default/sriov-a: topology.minLinkSpeedMbps not met")
+                self.assertEqual(unres["zone-b"], "topocni: default/sriov-a: nodeSelector not met")
+                self.assertEqual(unres["other-pool"], "topocni: default/sriov-a: no SR-IOV PF of resource intel.com/sriov")
+                for reason in list(failed.values()) + list(unres.values()):
+                    for n in names:
+                        self.assertNotIn(n, reason, "no node name in a reason: identical reasons group")
+        with open(self.log) as f:
+            log = f.read()
+        self.assertIn("filter default/p: 1 of 7 nodes fit", log)
+        self.assertIn("numa0: default/sriov-a: topology.numaNode: VF 0000:af:02.1 is on NUMA node 0; numaNode 1", log)
+        # prioritize: the node that fits scores its headroom, the others 0.
+        status, data = self.post("prioritize", {"Pod": p, "Nodes": None, "NodeNames": names})
+        self.assertEqual(status, 200)
+        scores = {h["Host"]: h["Score"] for h in json.loads(data)}
+        self.assertEqual(set(scores), set(names))
+        self.assertGreater(scores["fits"], 0)
+        self.assertEqual(scores["numa0"], 0)
+
+    def test_the_last_vf_is_not_given_to_a_second_pod_while_the_first_is_bound_but_not_attached(self):
+        self.cluster([node("w1", doc=facts("w1", used=3)), node("w2", doc=facts("w2", used=4))], [sriov_nad()],
+                     [pod("first", "sriov-a", node_name="w1")])
+        self.start()
+        r = self.filter(pod("second", "sriov-a"), names=["w1", "w2"])
+        self.assertEqual(r["NodeNames"], [])
+        self.assertEqual(r["FailedNodes"]["w1"], "topocni: default/sriov-a: no free VF of resource intel.com/sriov")
+        # The first pod itself is not counted against its own node.
+        self.assertEqual(self.filter(pod("first", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
+        # Once the node's facts count the first pod, its VF is in use there and nothing else is taken.
+        done = facts("w1", used=4)
+        done["pfs"][0]["vfsInUse"]["0000:af:02.3"] = "uid-first"
+        self.cluster([node("w1", doc=done)], [sriov_nad()], [pod("first", "sriov-a", node_name="w1")])
+        self.start()
+        self.assertEqual(self.filter(pod("second", "sriov-a"), names=["w1"])["NodeNames"], [])
+
+    def test_stale_or_missing_facts_are_decided_by_unknown_topology(self):
+        self.cluster([node("stale", doc=facts("stale", numa=0, taken=OLD)), node("silent")],
+                     [sriov_nad("allow", topology={"numaNode": 1}),
+                      sriov_nad("deny", topology={"numaNode": 1, "unknownTopology": "deny"})])
+        self.start()
+        self.assertEqual(self.filter(pod("a", "allow"), names=["stale", "silent"])["NodeNames"], ["stale", "silent"])
+        r = self.filter(pod("d", "deny"), names=["stale", "silent"])
+        self.assertEqual(r["NodeNames"], [])
+        for n in ("stale", "silent"):
+            self.assertEqual(r["FailedNodes"][n], "topocni: default/deny: no fresh facts from the node (unknownTopology deny)")
+
+    def test_a_missing_nad_fails_the_pod_everywhere_naming_it_and_a_pod_without_topocni_networks_passes(self):
+        self.cluster([node("w1", doc=facts("w1"))],
+                     [nad("bridge", {"cniVersion": "1.0.0", "name": "bridge", "type": "bridge"})])
+        self.start()
+        r = self.filter(pod("p", "gone"), names=["w1"])
+        self.assertEqual(r["FailedAndUnresolvableNodes"]["w1"],
+                         "topocni: default/gone: network-attachment-definition default/gone not found")
+        self.assertEqual(self.filter(pod("q", "bridge"), names=["w1"])["NodeNames"], ["w1"])
+        plain = pod("r", "")
+        del plain["metadata"]["annotations"]
+        self.assertEqual(self.filter(plain, names=["w1"])["NodeNames"], ["w1"])
+
+    def test_an_api_outage_keeps_the_cache_serving(self):
+        self.cluster([node("w1", doc=facts("w1"))], [sriov_nad()])
+        self.start()
+        self.api.stop()
+        self.assertEqual(self.filter(pod("p", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
+        time.sleep(1.5)   # the watches failed and are retried; the cache stays
+        self.assertEqual(self.filter(pod("p", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
+        self.api = StandInApi(self.pki)   # for cleanup's stop
+        self.addCleanup(self.api.stop)
+
+    def test_garbage_is_refused_without_harm_and_the_server_is_bounded(self):
+        self.cluster([node("w1", doc=facts("w1"))], [sriov_nad()])
+        self.start(tls=False)
+        status, data = self.post("filter", b"{not json")
+        self.assertEqual(status, 200)
+        self.assertIn("not a JSON object", json.loads(data)["Error"])
+        status, _ = self.post("prioritize", b"[]")
+        self.assertEqual(status, 400)
+        status, _ = self.post("nosuchverb", b"{}")
+        self.assertEqual(status, 404)
+        # Keys in any case, as Go's encoding/json reads them.
+        status, data = self.post("filter", {"pod": pod("p", "sriov-a"), "nodenames": ["w1"]})
+        self.assertEqual(json.loads(data)["NodeNames"], ["w1"])
+        # A body over --max-body is refused unread.
+        self.stop()
+        self.port = free_port()
+        self.proc = subprocess.Popen([BIN, "scheduler-extender", "--listen", f"127.0.0.1:{self.port}", "--kubeconfig",
+                                      self.kubeconfig, "--url-prefix", "/scheduler", "--max-body", "1000"],
+                                     stderr=subprocess.DEVNULL)
+        time.sleep(1)
+        status, _ = self.post("filter", {"Pod": pod("p", "sriov-a"), "NodeNames": ["w" * 2000]})
+        self.assertEqual(status, 413)
+        self.assertEqual(self.post("filter", {"Pod": pod("p", "sriov-a"), "NodeNames": ["w1"]})[0], 200)
+
+
+if __name__ == "__main__":
+    main()
