@@ -173,9 +173,30 @@ class Extender(unittest.TestCase):
         while time.time() < deadline:
             seen = {w for w in want if any(w in p and "watch=1" in p for p in self.api.paths)}
             if seen == want:
-                return
+                return self.wait_listening()
             time.sleep(0.05)
         self.fail(f"the extender did not list and watch: {self.api.paths}")
+
+    def wait_listening(self):
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.fail("the extender does not listen")
+
+    def log_has(self, *words):
+        """The extender's log holds every word, within a few seconds."""
+        deadline = time.time() + 5
+        while True:
+            with open(self.log) as f:
+                log = f.read()
+            if all(w in log for w in words) or time.time() > deadline:
+                for w in words:
+                    self.assertIn(w, log)
+                return
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -242,10 +263,8 @@ class Extender(unittest.TestCase):
                 for reason in list(failed.values()) + list(unres.values()):
                     for n in names:
                         self.assertNotIn(n, reason, "no node name in a reason: identical reasons group")
-        with open(self.log) as f:
-            log = f.read()
-        self.assertIn("filter default/p: 1 of 7 nodes fit", log)
-        self.assertIn("numa0: default/sriov-a: topology.numaNode: VF 0000:af:02.1 is on NUMA node 0; numaNode 1", log)
+        self.log_has("filter default/p: 1 of 7 nodes fit",
+                     "numa0: default/sriov-a: topology.numaNode: VF 0000:af:02.1 is on NUMA node 0; numaNode 1")
         # prioritize: the node that fits scores its headroom, the others 0.
         status, data = self.post("prioritize", {"Pod": p, "Nodes": None, "NodeNames": names})
         self.assertEqual(status, 200)
@@ -322,7 +341,7 @@ class Extender(unittest.TestCase):
         self.proc = subprocess.Popen([BIN, "scheduler-extender", "--listen", f"127.0.0.1:{self.port}", "--kubeconfig",
                                       self.kubeconfig, "--url-prefix", "/scheduler", "--max-body", "1000"],
                                      stderr=subprocess.DEVNULL)
-        time.sleep(1)
+        self.wait_listening()
         status, _ = self.post("filter", {"Pod": pod("p", "sriov-a"), "NodeNames": ["w" * 2000]})
         self.assertEqual(status, 413)
         self.assertEqual(self.post("filter", {"Pod": pod("p", "sriov-a"), "NodeNames": ["w1"]})[0], 200)
