@@ -12,9 +12,12 @@ refused (code 100) exactly when a constraint fails, with the failing constraints
 as `details`, word for word; an admitted ADD is deleted again, so every row sees the same
 node.
 """
+import http.client
 import json
 import os
+import re
 import subprocess
+import time
 
 from cnitest import BIN, main
 from test_placement import PF0, PF1, POD0, POD1, VF0, VF0B, VF0C, VF1, PlacementCase, pod_args
@@ -141,6 +144,104 @@ class OneEvaluation(PlacementCase):
                      "topology.maxAttachmentsPerMaster", "topology.minFreeAddresses", "bandwidth"):
             self.assertIn(kind, failing)
             self.assertIn(kind, passing)
+
+    def test_the_scheduler_extender_on_the_published_facts_gives_adds_verdict_in_adds_words(self):
+        """The other caller: every row's NAD judged by `topocni scheduler-extender` on the
+        node's published facts (a Node object carrying them) refuses the node exactly when ADD
+        refuses the pod, naming the same constraints with the same evidence. The device is
+        the one ADD gets: the NAD's resource is its VF's PF (kubelet's checkpoint says so),
+        whose first free VF is the row's. Two things differ by design and are left out: the
+        labels' source in nodeSelector's evidence (the Node object, not the file), and
+        numaPolicy, which the scheduler side judges as the Topology Manager will make it
+        hold (the pod's CPUs are placed with the device at admission, after scheduling)."""
+        from test_extender import StandInApi, free_port, nad
+        self.occupy()
+        os.makedirs(os.path.join(self.kubelet, "device-plugins"))
+        with open(os.path.join(self.kubelet, "device-plugins", "kubelet_internal_checkpoint"), "w") as f:
+            json.dump({"Data": {"PodDeviceEntries": [], "RegisteredDevices": {
+                "intel.com/pf0": [VF0, VF0B, VF0C], "intel.com/pf1": [VF1]}}, "Checksum": 1}, f)
+        labels = {"example.com/zone": "a", "example.com/cores": "16", "feature.node.kubernetes.io/sriov-capable": "true"}
+        rows = [r for r in self.rows() if "numaPolicy" not in json.dumps(r[1])]
+        nads = []
+        for i, (what, conf, uid) in enumerate(rows):
+            resource = {VF0: "intel.com/pf0", VF1: "intel.com/pf1"}.get(conf.get("deviceID"))
+            c = {k: v for k, v in conf.items() if k != "deviceID"}   # Multus adds it at ADD
+            nads.append(nad(f"row-{i}", c, resource))
+        api = StandInApi(self.pki())
+        self.addCleanup(api.stop)
+        api.state = {"nodes": [], "nads": nads, "pods": []}
+        kc = os.path.join(self.outside_dir(), "ext.kubeconfig")
+        from fakenode import write_kubeconfig
+        write_kubeconfig(kc, f"https://127.0.0.1:{api.port}", ca_file=os.path.join(self.pki(), "ca.crt"), token="t")
+        port = free_port()
+        log = os.path.join(self.outside_dir(), "extender.log")
+        with open(log, "w") as err:
+            ext = subprocess.Popen([BIN, "scheduler-extender", "--listen", f"127.0.0.1:{port}", "--kubeconfig", kc],
+                                   stderr=err)
+        self.addCleanup(lambda: (ext.poll() is None and ext.terminate(), ext.wait()))
+        deadline = time.time() + 20
+        while not any("network-attachment" in p and "watch=1" in p for p in api.paths) or not self.listening(port):
+            self.assertLess(time.time(), deadline, "the extender did not start")
+            time.sleep(0.05)
+        compared = set()
+        for i, (what, conf, uid) in enumerate(rows):
+            with self.subTest(row=what):
+                with open(self.facts()) as f:
+                    doc = f.read()
+                node = {"metadata": {"name": "worker-1", "resourceVersion": str(i), "labels": labels,
+                                     "annotations": {"topocni.io/facts": doc}}}
+                podname = f"pod-{i}"
+                args = {"Pod": {"metadata": {"name": podname, "namespace": "default", "uid": f"u{i}",
+                                             "annotations": {"k8s.v1.cni.cncf.io/networks": f"row-{i}"}}},
+                        "Nodes": {"items": [node]}, "NodeNames": None}
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                c.request("POST", "/filter", json.dumps(args))
+                r = json.loads(c.getresponse().read())
+                fits = len(r["Nodes"]["items"]) == 1
+                pod, path = self.make_pod()
+                out = self.run_plugin("ADD", conf, container_id="row", netns=path, args=pod_args(uid))
+                self.assertEqual(fits, out.rc == 0, f"{what}: extender {r}, ADD {out}")
+                if fits:
+                    self.assertOk(self.run_plugin("DEL", conf, container_id="row", netns=path, args=pod_args(uid)))
+                    continue
+                self.assertError(out, 100)
+                names = out.json["msg"].split(": ", 1)[1]
+                reasons = {**r["FailedNodes"], **r["FailedAndUnresolvableNodes"]}
+                self.assertEqual(reasons["worker-1"], f"topocni: default/row-{i}: {names} not met")
+                details = re.sub(r"\(labels from [^)]*\)", "(labels)", out.json["details"])
+                line = self.wait_log(log, f"filter default/{podname}: ")
+                evidence = re.sub(r"\(labels from [^)]*\)", "(labels)", line.split("worker-1: default/row-%d: " % i, 1)[1])
+                self.assertEqual(evidence, details, f"{what}: the extender's evidence")
+                compared.update(n.strip() for n in names.split(","))
+        for kind in ("nodeSelector", "topology.numaNode", "topology.minLinkSpeedMbps", "topology.maxAttachmentsPerMaster",
+                     "topology.minFreeAddresses", "bandwidth"):
+            self.assertIn(kind, compared)
+
+    def pki(self):
+        from fakenode import make_pki
+        d = os.path.join(self.outside_dir(), "pki")
+        if not os.path.exists(os.path.join(d, "ca.crt")):
+            make_pki(d)
+        return d
+
+    @staticmethod
+    def listening(port):
+        import socket
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def wait_log(self, path, start):
+        deadline = time.time() + 5
+        while True:
+            with open(path) as f:
+                lines = [l for l in f.read().splitlines() if start in l]
+            if lines or time.time() > deadline:
+                self.assertTrue(lines, f"no log line with {start!r}")
+                return lines[-1]
+            time.sleep(0.05)
 
     def test_a_document_of_another_version_or_with_unknown_members_is_refused(self):
         path = self.facts()
