@@ -110,20 +110,20 @@ void Extender::nad_event(const kube::Event& e) {
 }
 
 void Extender::replace_nodes(const std::vector<json>& items) {
-    std::map<std::string, NodeView> fresh;
+    std::map<std::string, std::shared_ptr<const NodeView>> fresh;
     for (auto& n : items) {
-        NodeView v = node_view(n);
-        fresh[v.name] = std::move(v);
+        auto v = std::make_shared<const NodeView>(node_view(n));
+        fresh[v->name] = std::move(v);
     }
     std::unique_lock lock(mu_);
     nodes_ = std::move(fresh);
 }
 
 void Extender::node_event(const kube::Event& e) {
-    NodeView v = node_view(e.object);
+    auto v = std::make_shared<const NodeView>(node_view(e.object));
     std::unique_lock lock(mu_);
-    if (e.type == "DELETED") nodes_.erase(v.name);
-    else nodes_[v.name] = std::move(v);
+    if (e.type == "DELETED") nodes_.erase(v->name);
+    else nodes_[v->name] = std::move(v);
 }
 
 void Extender::put_pod(const json& pod) {
@@ -135,19 +135,32 @@ void Extender::put_pod(const json& pod) {
     std::lock_guard lock(pods_mu_);
     if (uid.empty()) return;
     if (node.empty() || networks.empty() || !pending) {
-        bound_.erase(uid);
+        forget(uid);
         return;
     }
     auto& b = bound_[uid];
     if (b.node != node || b.annotation != networks) {
+        if (!b.node.empty()) bound_on_[b.node].erase(uid);
         b = Bound{node, meta(pod, "namespace"), networks, std::time(nullptr), {uid, meta(pod, "name"), {}}, false};
+        bound_on_[node].insert(uid);
     }
+}
+
+void Extender::forget(const std::string& uid) {
+    auto it = bound_.find(uid);
+    if (it == bound_.end()) return;
+    if (auto on = bound_on_.find(it->second.node); on != bound_on_.end()) {
+        on->second.erase(uid);
+        if (on->second.empty()) bound_on_.erase(on);
+    }
+    bound_.erase(it);
 }
 
 void Extender::replace_pods(const std::vector<json>& items) {
     {
         std::lock_guard lock(pods_mu_);
         bound_.clear();
+        bound_on_.clear();
     }
     for (auto& p : items) put_pod(p);
 }
@@ -155,7 +168,7 @@ void Extender::replace_pods(const std::vector<json>& items) {
 void Extender::pod_event(const kube::Event& e) {
     if (e.type == "DELETED") {
         std::lock_guard lock(pods_mu_);
-        bound_.erase(meta(e.object, "uid"));
+        forget(meta(e.object, "uid"));
         return;
     }
     put_pod(e.object);
@@ -190,6 +203,17 @@ std::vector<PodNetwork> Extender::networks_of(const json& pod, bool& has_topocni
     return nets;
 }
 
+std::shared_ptr<const NodeView> Extender::cached_view(const std::string& name) {
+    {
+        std::shared_lock lock(mu_);
+        if (auto it = nodes_.find(name); it != nodes_.end()) return it->second;
+    }
+    auto v = std::make_shared<NodeView>();
+    v->name = name;
+    v->facts_why = "the node is not in the extender's cache (yet)";
+    return v;
+}
+
 NodeView Extender::view_of(const json& node) {
     std::string name = meta(node, "name"), rv = meta(node, "resourceVersion");
     {
@@ -205,8 +229,11 @@ NodeView Extender::view_of(const json& node) {
 std::vector<PendingPod> Extender::pending_on(const std::string& node, const std::string& except_uid, std::time_t now) {
     std::vector<PendingPod> out;
     std::lock_guard lock(pods_mu_);
-    for (auto& [uid, b] : bound_) {
-        if (b.node != node || uid == except_uid || now - b.since > static_cast<std::time_t>(o_.pending_seconds)) continue;
+    auto on = bound_on_.find(node);
+    if (on == bound_on_.end()) return out;
+    for (auto& uid : on->second) {
+        auto& b = bound_.at(uid);
+        if (uid == except_uid || now - b.since > static_cast<std::time_t>(o_.pending_seconds)) continue;
         if (!b.resolved) {
             try {
                 b.pod.networks = resolve(parse_networks(b.annotation, b.ns));
@@ -261,7 +288,7 @@ json Extender::filter(const ExtenderArgs& a, std::time_t now) {
     }
     std::string uid = meta(a.pod, "uid"), log;
     size_t fit = 0, total = 0, sig = signature(nets);
-    auto judge = [&](const NodeView& v) {
+    auto judge = [&](const NodeView& v) -> bool {
         ++total;
         NodeVerdict verdict;
         verdict = cached_judge(nets, sig, v, uid, now);
@@ -280,17 +307,8 @@ json Extender::filter(const ExtenderArgs& a, std::time_t now) {
     }
     if (a.node_names) {
         for (auto& name : *a.node_names) {
-            NodeView v;
-            {
-                std::shared_lock lock(mu_);
-                auto it = nodes_.find(name);
-                if (it != nodes_.end()) v = it->second;
-            }
-            if (v.name.empty()) {
-                v.name = name;
-                v.facts_why = "the node is not in the extender's cache (yet)";
-            }
-            if (judge(v)) passed_names.push_back(name);
+            std::shared_ptr<const NodeView> v = cached_view(name);
+            if (judge(*v)) passed_names.push_back(name);
         }
         result["NodeNames"] = passed_names;
     }
@@ -315,18 +333,7 @@ json Extender::prioritize(const ExtenderArgs& a, std::time_t now) {
             out.push_back({{"Host", v.name}, {"Score", score(v)}});
         }
     if (a.node_names)
-        for (auto& name : *a.node_names) {
-            NodeView v;
-            {
-                std::shared_lock lock(mu_);
-                if (auto it = nodes_.find(name); it != nodes_.end()) v = it->second;
-            }
-            if (v.name.empty()) {
-                v.name = name;
-                v.facts_why = "the node is not in the extender's cache (yet)";
-            }
-            out.push_back({{"Host", name}, {"Score", score(v)}});
-        }
+        for (auto& name : *a.node_names) out.push_back({{"Host", name}, {"Score", score(*cached_view(name))}});
     return out;
 }
 

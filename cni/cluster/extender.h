@@ -10,7 +10,9 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -71,22 +73,25 @@ private:
     std::vector<PodNetwork> networks_of(const nlohmann::json& pod, bool& has_topocni);
     std::vector<PodNetwork> resolve(const std::vector<NetworkSelection>& sels);
     NodeView view_of(const nlohmann::json& node);
+    std::shared_ptr<const NodeView> cached_view(const std::string& name);
+    void forget(const std::string& uid);   ///< under pods_mu_
     std::vector<PendingPod> pending_on(const std::string& node, const std::string& except_uid, std::time_t now);
     void put_pod(const nlohmann::json& pod);
 
     ExtenderOptions o_;
     std::shared_mutex mu_;
     std::map<std::string, nlohmann::json> nads_;       ///< "ns/name" -> NAD
-    std::map<std::string, NodeView> nodes_;            ///< from the node cache
+    std::map<std::string, std::shared_ptr<const NodeView>> nodes_;   ///< from the node cache
     std::map<std::string, std::pair<std::string, NodeView>> seen_;   ///< name -> (resourceVersion, view): Nodes in requests
     /// Verdicts by node (its facts as cached), pod networks and pending pods: the pods of a
     /// Deployment ask the same of nodes whose facts rarely change.
     NodeVerdict cached_judge(const std::vector<PodNetwork>& nets, size_t nets_sig, const NodeView& v,
                              const std::string& uid, std::time_t now);
     std::mutex verdicts_mu_;
-    std::map<std::string, NodeVerdict> verdicts_;
+    std::unordered_map<std::string, NodeVerdict> verdicts_;
     std::mutex pods_mu_;
     std::map<std::string, Bound> bound_;               ///< pod UID -> a pod bound to a node, pending
+    std::unordered_map<std::string, std::set<std::string>> bound_on_;   ///< node -> UIDs in bound_
 };
 
 }  // namespace cni::cluster

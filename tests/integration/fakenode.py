@@ -213,7 +213,8 @@ class FakeApiServer:
     HTTP/1.1 with keep-alive: every answer has a Content-Length or is chunked, and a
     connection stays open until the client closes it (or an override closes it). Every
     request is logged with its method, its path (with the query), the client's source port
-    ("peer": one per TCP connection), the parsed query ("query"), the status sent, and for
+    ("peer": one per TCP connection), the parsed query ("query"), the status sent, when it
+    came ("at", seconds since the epoch), and for
     PATCH the Content-Type and body ("contentType", "body", at most 64 KiB, "bodySize").
 
     nodes: {node name: labels}. The server keeps a Node object for each (metadata.name,
@@ -654,7 +655,7 @@ def serve(args):
                 md.setdefault("annotations", {})
                 md["resourceVersion"] = state.bump()
                 state.objects[name] = new
-                state.save()
+                self.changed = True   # saved once the request is logged: a test that sees it finds the log
                 return 200, state.served(new)
 
         # --- WATCH streams ---
@@ -751,7 +752,8 @@ def serve(args):
             else:
                 status, answer = override.get("status", 200), override.get("body")
             watching = isinstance(answer, tuple)
-            entry = {"path": self.path, "method": method, "peer": self.client_address[1], "auth": auth,
+            entry = {"at": time.time(), "path": self.path, "method": method, "peer": self.client_address[1],
+                     "auth": auth,
                      "status": None if override and "drop" in override else status,
                      "accept": self.headers.get("Accept"), "host": self.headers.get("Host"),
                      "token": token, "sni": getattr(self.connection, "topocni_sni", None), "override": override,
@@ -771,6 +773,10 @@ def serve(args):
                     script = state.next_watch_script()
                 entry["script"] = script
             self.record(entry)
+            if getattr(self, "changed", False):
+                self.changed = False
+                with state.lock:
+                    state.save()
             if override is None:
                 if watching:
                     try:

@@ -428,9 +428,13 @@ class Publish(FactsCase):
         api = self.start_api()
         p = self.start_publisher("--heartbeat", "10")
         first = self.wait_for("the annotation", self.published, 10)
-        time.sleep(8)
-        self.assertEqual(len(api.patches()), 1, "a PATCH before the heartbeat was due")
-        second = self.wait_for("the heartbeat PATCH", lambda: len(api.patches()) >= 2 and self.published(), 5)
+        second = self.wait_for("the heartbeat PATCH", lambda: len(api.patches()) >= 2 and self.published(), 15)
+        patches = api.patches()
+        self.assertEqual(len(patches), 2)
+        # takenAt has whole seconds: the heartbeat is due 9 to 10 s after the first PATCH (and
+        # is seen at the next read, --interval 1).
+        self.assertGreater(patches[1]["at"] - patches[0]["at"], 8.9)
+        self.assertLess(patches[1]["at"] - patches[0]["at"], 12)
         self.assertEqual(without_taken_at(second), without_taken_at(first))
         self.assertGreater(second["takenAt"], first["takenAt"])
         self.stop_publisher(p)
