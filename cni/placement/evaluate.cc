@@ -115,7 +115,8 @@ BandwidthAdmission evaluate_bandwidth_facts(const conf::Bandwidth& bw, const con
         used_e += double(e.egress_bps);
         used_i += double(e.ingress_bps);
         if (++others <= 4)
-            by += std::string(by.empty() ? "" : ", ") + e.network + "/" + e.container_id.substr(0, 12) + "/" + e.ifname +
+            by += std::string(by.empty() ? "" : ", ") + (e.pod.empty() ? "" : "pod " + e.pod + " ") + e.network + "/" +
+                  e.container_id + "/" + e.ifname +
                   " (egress " + rate_text(double(e.egress_bps)) + ", ingress " + rate_text(double(e.ingress_bps)) + ")";
     }
     if (others > 4) by += ", and " + std::to_string(others - 4) + " more";

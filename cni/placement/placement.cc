@@ -33,6 +33,7 @@ void run(std::vector<Verdict>& out, const char* name, const EvalOptions& opt, F&
 BandwidthAdmission evaluate_bandwidth(const conf::NetConf& c, const Subject& s, const PodInfo& pod) {
     const conf::Topology* t = c.placement && c.placement->topology ? &*c.placement->topology : nullptr;
     ledger::Entry me{c.name, pod.container_id, pod.ifname, 0, 0, 0, 1.0, ""};
+    if (!pod.pod_name.empty()) me.pod = pod.pod_namespace + "/" + pod.pod_name;
     return evaluate_bandwidth_facts(*c.bandwidth, t, me, bandwidth_facts(c, s.device(), pod));
 }
 
