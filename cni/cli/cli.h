@@ -7,6 +7,10 @@ namespace CLI { class App; }
 
 namespace cni::cli {
 
+/// CNI_PATH when the environment has none, for exec and collect alike: where runtimes
+/// (/opt/cni/bin) and Debian's plugins (/usr/lib/cni) are.
+inline constexpr const char* kDefaultCniPath = "/opt/cni/bin:/usr/lib/cni";
+
 int main(int argc, char** argv);
 
 // Registration functions, one per file (exec.cc, ipam.cc, node_report.cc...).
@@ -17,6 +21,7 @@ void add_ipam(CLI::App& app, int& status);
 void add_node_report(CLI::App& app, int& status);
 void add_explain(CLI::App& app, int& status);
 void add_collect(CLI::App& app, int& status);
+void add_validate(CLI::App& app, int& status);
 
 }  // namespace cni::cli
 
@@ -28,5 +33,15 @@ namespace cni {
 /// be empty. Changes nothing. Returns 0 when all pass, 1 when one fails, 2 when the
 /// config cannot be read.
 int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file);
+
+struct ExplainOptions {
+    std::string config, pod_uid, node_labels;
+    std::string device_id;   ///< non-empty: put in as deviceID, as Multus does at ADD
+    std::string node_name;   ///< non-empty: put in as nodeName
+    bool json = false;       ///< one JSON object instead of lines
+    std::string format = "text";
+};
+/// explain_main with every option of `topocni explain`.
+int explain(const ExplainOptions& o);
 
 }  // namespace cni

@@ -270,6 +270,31 @@ std::string render_nfd(const Facts& f) {
     return out.str();
 }
 
+// ---- JSON: the same facts for scripts (--format json) ----
+
+nlohmann::json render_json(const Facts& f) {
+    nlohmann::json j = {{"numaNodes", f.numa_count}, {"sriovCapable", !f.pfs.empty()}, {"pfs", nlohmann::json::array()},
+                        {"linkSpeedsMbps", nlohmann::json::object()}, {"bandwidth", nlohmann::json::array()},
+                        {"pools", nlohmann::json::array()}};
+    for (auto& pf : f.pfs)
+        j["pfs"].push_back({{"name", pf.name}, {"pci", pf.pci}, {"numaNode", pf.numa}, {"totalVfs", pf.total},
+                            {"configuredVfs", pf.configured}, {"freeVfs", pf.free_vfs}});
+    for (auto& [ifname, mbps] : f.speeds) j["linkSpeedsMbps"][ifname] = mbps;
+    for (auto& b : f.bandwidth)
+        j["bandwidth"].push_back({{"link", b.link}, {"capacityBps", b.capacity_bps},
+                                  {"committedEgressBps", b.committed_egress}, {"committedIngressBps", b.committed_ingress}});
+    for (auto& p : f.pools)
+        j["pools"].push_back({{"network", p.network}, {"rangeSet", p.range_set},
+                              {"size", static_cast<double>(p.size)}, {"used", static_cast<double>(p.used)}});
+    return j;
+}
+
+/// A sysfs root that is not one would report "no SR-IOV, no NUMA" for NFD to publish.
+void require_sysfs(const std::string& root) {
+    if (!exists(root + "/devices") && !exists(root + "/class") && !exists(root + "/bus"))
+        throw Error(kInvalidConfig, "--sysfs-root '" + root + "' is not a sysfs tree (no devices, class or bus in it)");
+}
+
 // ---- Prometheus text format (node_exporter's textfile collector) ----
 
 std::string escape_label(const std::string& v) {
@@ -388,8 +413,9 @@ void add_node_report(CLI::App& app, int& status) {
     cmd->add_option("--sysfs-root", o->sysfs_root, "sysfs mount point")->capture_default_str();
     cmd->add_option("--state-dir", o->state_dir, "topocni stateDir (VFs in use, bandwidth ledger, refusals)")
         ->capture_default_str();
-    cmd->add_option("--format", o->format, "nfd (key=value feature lines) or prometheus (text exposition format)")
-        ->check(CLI::IsMember({"nfd", "prometheus"}))
+    cmd->add_option("--format", o->format,
+                    "nfd (key=value feature lines), prometheus (text exposition format) or json (a summary)")
+        ->check(CLI::IsMember({"nfd", "prometheus", "json"}))
         ->capture_default_str();
     cmd->footer("Examples:\n  topocni node-report\n"
                 "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni\n"
@@ -398,8 +424,11 @@ void add_node_report(CLI::App& app, int& status) {
                 "bandwidth.<link>.{capacity,egress-free,ingress-free}-gbps, ipam.<network>.free-addresses.\n"
                 "  topocni node-report --format prometheus --output /var/lib/node_exporter/textfile_collector/topocni.prom");
     cmd->callback([o, &status] {
+        require_sysfs(o->sysfs_root);
         Facts f = gather(*o);
-        auto text = o->format == "prometheus" ? render_prometheus(f) : render_nfd(f);
+        auto text = o->format == "prometheus" ? render_prometheus(f)
+                    : o->format == "json"     ? render_json(f).dump(2) + "\n"
+                                              : render_nfd(f);
         if (o->output.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
         else write_atomically(o->output, text);
         status = 0;

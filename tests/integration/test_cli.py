@@ -194,10 +194,10 @@ class Logs(NetnsTestCase):
         self.assertGreater(len(lines), 0)
         for l in lines:
             self.assertRegex(l, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (error|warning|info|debug) ADD logc eth0: ")
-        bad = self.run_plugin("ADD", conf, container_id="logc", netns=path)
+        bad = self.run_plugin("ADD", conf, container_id="logd", netns=path)   # another container, same ifname
         self.assertNotEqual(bad.rc, 0)
         with open(log) as f:
-            self.assertIn(" error ADD logc eth0: code 105", f.read())
+            self.assertIn(" error ADD logd eth0: code 105", f.read())
         self.assertOk(self.run_plugin("DEL", conf, container_id="logc", netns=path))
 
     def test_an_unopenable_log_file_never_fails_the_verb(self):
