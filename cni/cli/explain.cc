@@ -2,12 +2,17 @@
 // constraint with pass/fail and its evidence; changes nothing.
 #include <CLI/CLI.hpp>
 
+#include <net/if.h>
+#include <unistd.h>
+
 #include <iostream>
+#include <optional>
 
 #include "cni/attach/attachment.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
 #include "cni/placement/placement.h"
+#include "base/files.h"
 #include "cni/cli/config_file.h"
 
 namespace cni {
@@ -38,6 +43,23 @@ void reword_for_the_cli(Verdict& v, const ExplainOptions& o) {
         v.evidence += " (to try labels by hand: --node-labels FILE)";
 }
 
+/// ADD refuses a master or PCI device that is not on the node (code 7) before any
+/// constraint is judged: say that first, rather than constraints judged on nothing.
+std::optional<Verdict> missing_device(const conf::NetConf& c, const Subject& s) {
+    Device d;
+    try {
+        d = s.device();
+    } catch (const base::Error& e) {
+        return Verdict{"device", false, false, e.what()};
+    }
+    if (d.kind == Device::Kind::Master && ::if_nametoindex(d.name.c_str()) == 0)
+        return Verdict{"master", false, false, "interface '" + d.name + "' not found on the node (ADD refuses it, code 7)"};
+    if (d.kind == Device::Kind::Pci && ::access((c.sysfs_root + "/bus/pci/devices/" + d.name).c_str(), F_OK) != 0)
+        return Verdict{"deviceID", false, false, "PCI device " + d.name + " not found in " + c.sysfs_root +
+                                                     "/bus/pci/devices (ADD refuses it, code 7)"};
+    return std::nullopt;
+}
+
 const char* mark(const Verdict& v) { return !v.pass ? "FAIL" : v.warning ? "WARN" : "PASS"; }
 
 std::string lower(std::string s) {
@@ -55,8 +77,11 @@ int explain(const ExplainOptions& o) {
         c = net.conf;
         // Every constraint gets a line: one whose facts cannot be read (a missing master)
         // fails with the reason instead of cutting the report short.
-        verdicts = evaluate_placement(c, placement_subject(c, *net.kind), {o.pod_uid, "", "", nullptr},
-                                      {o.node_labels, false, true});
+        auto subject = placement_subject(c, *net.kind);
+        if (c.placement || c.bandwidth)
+            if (auto v = missing_device(c, subject)) verdicts.push_back(*v);
+        auto rest = evaluate_placement(c, subject, {o.pod_uid, "", "", nullptr}, {o.node_labels, false, true});
+        verdicts.insert(verdicts.end(), rest.begin(), rest.end());
     } catch (const base::Error& e) {
         std::cerr << "topocni explain: " << e.what() << " (code " << code_of(e) << ")"
                   << (e.details.empty() ? "" : ": " + e.details) << "\n";

@@ -30,7 +30,9 @@ Verdict evaluate_selector(const conf::LabelSelector& sel, const NodeLabels& node
     std::string matched, failed;
     for (auto& r : sel.requirements) {
         std::string has = evidence(r, node.labels);
-        if (matches(r, node.labels)) matched += (matched.empty() ? "" : ", ") + to_string(r) + " (" + has + ")";
+        // The node's own label only when it says more than the requirement ("a In [x,y]": has a=x).
+        if (matches(r, node.labels))
+            matched += (matched.empty() ? "" : ", ") + to_string(r) + (has == to_string(r) ? "" : " (" + has + ")");
         else failed += (failed.empty() ? "" : "; ") + std::string("wants ") + to_string(r) + ", has " + has;
     }
     std::string head = "node '" + node.node + "' (labels from " + node.sources + "): ";
