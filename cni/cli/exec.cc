@@ -199,12 +199,18 @@ int run_exec(ExecOptions o) {
     std::vector<size_t> order;
     for (size_t i = 0; i < file.plugins.size(); ++i) order.push_back(i);
     if (verb == "DEL") std::reverse(order.begin(), order.end());
+    // Every plugin is found before the first one runs: a missing one changes nothing.
     auto dirs = split_path(cni_path);
+    std::vector<std::string> binaries;
+    for (size_t i = 0; i < file.plugins.size(); ++i)
+        binaries.push_back(i == ours ? "/proc/self/exe"
+                                     : find_plugin(dirs, file.plugins[i].value("type", ""),
+                                                   "plugins[" + std::to_string(i) + "].type"));
     std::string output;
     for (size_t i : order) {
         const auto& p = file.plugins[i];
         std::string type = p.value("type", "");
-        std::string binary = i == ours ? "/proc/self/exe" : find_plugin(dirs, type, "plugins[" + std::to_string(i) + "].type");
+        const std::string& binary = binaries[i];
         auto input = plugin_input(p, o, caps, prev, verb == "GC" ? valid : nlohmann::json());
         auto [status, out] = run_plugin(binary, env, input.dump());
         if (status != 0 || (verb == "ADD" && nlohmann::json::parse(out, nullptr, false).is_discarded())) {

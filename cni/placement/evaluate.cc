@@ -92,7 +92,7 @@ BandwidthAdmission evaluate_bandwidth_facts(const conf::Bandwidth& bw, const con
     const char* name = "bandwidth";
     BandwidthAdmission out;
     uint64_t egress = bw.egress ? bw.egress->rate_bps : 0, ingress = bw.ingress ? bw.ingress->rate_bps : 0;
-    out.entry = {me.network, me.container_id, me.ifname, egress, ingress, 0, 1.0, ""};
+    out.entry = {me.network, me.container_id, me.ifname, egress, ingress, 0, 1.0, "", me.pod};
     std::string asked = "asks egress " + rate_text(double(egress)) + ", ingress " + rate_text(double(ingress));
     bool deny = t && t->deny_unknown;
     double overcommit = t ? t->bandwidth_overcommit : 1.0;
