@@ -217,6 +217,8 @@ int run_exec(ExecOptions o) {
             if (file.plugins.size() > 1)
                 std::fprintf(stderr, "topocni exec: %s of plugin %zu of %zu ('%s') failed\n", verb.c_str(), i + 1,
                              file.plugins.size(), type.c_str());
+            // Go plugins print their error object without a final newline.
+            if (!out.empty() && out.back() != '\n') out += '\n';
             std::fwrite(out.data(), 1, out.size(), stdout);
             return status ? status : 1;
         }

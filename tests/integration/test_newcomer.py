@@ -334,6 +334,17 @@ class Newcomer(NetnsTestCase):
         dele = cli("exec", "del", "--config", f, "--netns", path, env={"CNI_PATH": "/usr/lib/cni"}, ns=self.node)
         self.assertEqual(dele.returncode, 0, dele.stdout + dele.stderr)
         self.assertEqual(set(self.links(pod)), {"lo"})
+        # A plugin's refusal stops the chain; Go plugins print their error object without a
+        # final newline, which exec adds for the terminal.
+        newer = dict(chain, cniVersion="1.1.0")
+        pod2, path2 = self.make_pod()
+        refused = cli("exec", "add", "--config", self.write("newer.conflist", newer), "--netns", path2,
+                      "--container-id", "newer", env={"CNI_PATH": "/usr/lib/cni"}, ns=self.node)
+        self.assertEqual(refused.returncode, 1)
+        self.assertEqual(json.loads(refused.stdout)["code"], 1, "tuning speaks CNI up to 1.0.0")
+        self.assertTrue(refused.stdout.endswith("}\n"), repr(refused.stdout))
+        self.assertIn("plugin 2 of 2 ('tuning')", refused.stderr)
+        self.assertOk(self.run_plugin("DEL", dict(conf, cniVersion="1.1.0"), container_id="newer", netns=path2))
         chain["plugins"].append({"type": "no-such-plugin"})
         f = self.write("broken.conflist", chain)
         bad = cli("exec", "add", "--config", f, "--netns", path, env={"CNI_PATH": "/usr/lib/cni"}, ns=self.node)
