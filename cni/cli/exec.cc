@@ -135,6 +135,9 @@ int run_exec(ExecOptions o) {
     ConfigFile file = read_config_file(o.config);
     std::string verb = o.verb;
     for (auto& ch : verb) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    // The plugin would name CNI_NETNS; the operator typed --netns.
+    if ((verb == "ADD" || verb == "CHECK") && ::access(o.netns.c_str(), F_OK) != 0)
+        throw CLI::ValidationError("--netns", "'" + o.netns + "' does not exist (ip netns add NAME makes /run/netns/NAME)");
     std::string cid = o.container_id.empty() ? default_container_id(o.netns) : o.container_id;
     const char* path_env = std::getenv("CNI_PATH");
     std::string cni_path = path_env && *path_env ? path_env : kDefaultCniPath;
