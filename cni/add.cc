@@ -21,6 +21,21 @@ Record record_of(const Env& env, const conf::NetConf& c, const Subject& subject)
     return r;
 }
 
+/// The result of an earlier, completed ADD of this attachment in this version, when its
+/// pod interface is still in the pod netns.
+std::optional<nlohmann::json> completed_result(const Env& env, const conf::NetConf& c, const netns::Handle& pod) {
+    auto rec = read_record(c.state_dir, c.name, env.container_id, env.ifname);
+    if (!rec || !rec->completed_ns || rec->result.is_null() || rec->netns != env.netns) return std::nullopt;
+    if (rec->result.value("cniVersion", "") != c.cni_version) return std::nullopt;
+    try {
+        require_ifname_free(pod, env.ifname);
+        return std::nullopt;   // the interface is gone: a new ADD makes it again
+    } catch (const base::Error& e) {
+        if (code_of(e) != kLinkExists) throw;
+    }
+    return rec->result;
+}
+
 int lock_timeout_ms(const conf::NetConf& c) {
     return c.host_local ? static_cast<int>(c.host_local->lock_timeout.count()) : 10000;
 }
@@ -34,6 +49,9 @@ int lock_timeout_ms(const conf::NetConf& c) {
 Output cmd_add(const Env& env, const conf::NetConf& c, Attachment& kind) {
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
+    // A retry of an ADD that completed (same container ID, ifname and netns, the interface
+    // still there) gets the first result again: the runtime may have lost it.
+    if (auto done = completed_result(env, c, pod)) return *done;
     Context ctx{env, c, host, &pod};
     Subject subject = placement_subject(c, kind);
     kind.preflight(ctx);

@@ -3,6 +3,7 @@
 #include "cni/ipam.h"
 #include "cni/placement/placement.h"
 #include "cni/pod_netns.h"
+#include "cni/records.h"
 #include "cni/verbs.h"
 #include "cni/version.h"
 
@@ -11,7 +12,16 @@ namespace cni {
 // CHECK verifies the attachment against prevResult: pod interface, addresses, routes,
 // the host side, and that IPAM still holds the addresses.
 Output cmd_check(const Env& env, const conf::NetConf& c, Attachment& kind) {
-    if (!c.prev_result) throw Error(kInvalidConfig, "prevResult: required for CHECK");
+    if (!c.prev_result) {
+        // The runtime sends the ADD result it kept; without one, say whether there is an ADD
+        // to check at all (a CHECK after DEL has none), not only which key is missing.
+        auto rec = read_record(c.state_dir, c.name, env.container_id, env.ifname);
+        if (!rec || rec->result.is_null())
+            throw Error(kInvalidConfig, "prevResult: missing, and there is no ADD record for container '" +
+                                            env.container_id + "' ifname '" + env.ifname + "' in network '" + c.name +
+                                            "': nothing to CHECK (never added, or deleted since)");
+        throw Error(kInvalidConfig, "prevResult: required for CHECK (the ADD result, which the runtime keeps)");
+    }
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
     Context ctx{env, c, host, &pod};

@@ -72,10 +72,14 @@ int run_plugin(const PluginIo& io, std::span<const VerbEntry> verbs) {
         if (io.configure_logging) base::log::configure(c.log_level, c.log_file.value_or(""));
         base::log::debug("config: " + text);
         for (auto& ignored : c.ignored) base::log::warn(std::string("ignored for ") + verb_name(env.verb) + ": " + ignored);
+        for (auto& unknown : c.unknown_keys) base::log::warn(unknown);
         for (auto& v : verbs) {
             if (v.verb != env.verb) continue;
             if (!at_least(c.cni_version, v.min_version))
-                throw Error(kIncompatibleVersion, std::string("config version does not allow ") + verb_name(env.verb),
+                throw Error(kIncompatibleVersion,
+                            std::string(verb_name(env.verb)) + " needs cniVersion " + v.min_version +
+                                " or newer; the config has " + c.cni_version + " (set \"cniVersion\": \"" +
+                                (std::string(v.min_version) == "0.4.0" ? "1.0.0" : "1.1.0") + "\")",
                             "cniVersion " + c.cni_version + " < " + v.min_version);
             if (auto out = v.run(env, c, *net.kind)) {
                 io.write(printed(*out));

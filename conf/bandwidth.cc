@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "conf/fields.h"
+#include "conf/known_keys.h"
 #include "conf/netconf.h"
 
 namespace conf {
@@ -60,7 +61,10 @@ Bandwidth parse_bandwidth_object(const json& j, const std::string& path, bool an
                 sent[i] = k;
             }
         }
-        if (!known) bad(join(path, k), "unknown key (expected ingressRate, ingressBurst, egressRate, egressBurst)");
+        if (!known)
+            bad(join(path, k), "unknown key" +
+                                   did_you_mean(k, {"ingressRate", "ingressBurst", "egressRate", "egressBurst"}) +
+                                   " (expected ingressRate, ingressBurst, egressRate, egressBurst)");
     }
     Bandwidth b;
     b.source = path;

@@ -5,6 +5,7 @@
 #include "base/text.h"
 #include "conf/error.h"
 #include "conf/fields.h"
+#include "conf/known_keys.h"
 #include "netns/netlink.h"
 
 namespace conf {
@@ -259,6 +260,7 @@ NetConf parse(const std::string& input, const ArgsView& args, const Protocol& pr
     step([&] { parse_bandwidth(c); });
     step([&] { if (auto* prev = member(c.raw, "prevResult")) c.prev_result = protocol.read_result(*prev, "prevResult"); });
     parse_gc(c);   // GC's input: never ignored, a wrong list would release the wrong things
+    if (!teardown) c.unknown_keys = unknown_keys(c.raw);
     return c;
 }
 

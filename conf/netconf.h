@@ -47,6 +47,7 @@ struct NetConf {
 
     nlohmann::json raw;                   ///< the whole config, as given (for delegation)
     std::vector<std::string> ignored;     ///< Teardown: the errors of keys treated as absent
+    std::vector<std::string> unknown_keys;   ///< Setup: keys topocni does not read, near misses first (conf/known_keys.h)
 };
 
 /// What of CNI_ARGS the config parser needs (kept separate so conf/ does not depend on cni/env).

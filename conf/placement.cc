@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "conf/fields.h"
+#include "conf/known_keys.h"
 #include "conf/netconf.h"
 
 namespace conf {
@@ -67,6 +68,10 @@ std::string string_value(const json& v, const std::string& path) {
 void parse_label_map(const json& j, const std::string& path, LabelSelector& out) {
     for (auto it = j.begin(); it != j.end(); ++it) {
         std::string p = label(path, it.key());
+        // {"matchLabel": {...}} is a selector with a typo, not a label whose value is an object.
+        if (!it->is_string())
+            if (auto m = near_miss(it.key(), {"matchLabels", "matchExpressions"}); !m.empty())
+                bad(join(path, it.key()), "unknown key in a label selector (did you mean \"" + m + "\"?)");
         check_label_key(it.key(), p);
         std::string v = string_value(*it, p);
         check_label_value(v, p);
@@ -96,7 +101,8 @@ LabelRequirement parse_expression(const json& j, const std::string& path) {
     if (!j.is_object()) bad(path, "expected an object with key, operator and values");
     for (auto it = j.begin(); it != j.end(); ++it)
         if (it.key() != "key" && it.key() != "operator" && it.key() != "values")
-            bad(join(path, it.key()), "unknown key (expected key, operator, values)");
+            bad(join(path, it.key()), "unknown key" + did_you_mean(it.key(), {"key", "operator", "values"}) +
+                                          " (expected key, operator, values)");
     LabelRequirement r;
     auto key = opt_string(j, "key", path);
     if (!key) bad(join(path, "key"), "missing");
@@ -139,9 +145,14 @@ Topology parse_topology(const json& t) {
         bool known = false;
         for (auto* k : kKeys) known = known || it.key() == k;
         if (!known)
-            bad(join("topology", it.key()), "unknown key (expected numaPolicy, numaNode, unknownTopology, "
-                                            "minLinkSpeedMbps, maxAttachmentsPerMaster, minFreeAddresses, "
-                                            "linkCapacityMbps, bandwidthOvercommit)");
+            bad(join("topology", it.key()), "unknown key" +
+                                                did_you_mean(it.key(), {"numaPolicy", "numaNode", "unknownTopology",
+                                                                        "minLinkSpeedMbps", "maxAttachmentsPerMaster",
+                                                                        "minFreeAddresses", "linkCapacityMbps",
+                                                                        "bandwidthOvercommit"}) +
+                                                " (expected numaPolicy, numaNode, unknownTopology, "
+                                                "minLinkSpeedMbps, maxAttachmentsPerMaster, minFreeAddresses, "
+                                                "linkCapacityMbps, bandwidthOvercommit)");
     }
     Topology out;
     if (auto p = opt_string(t, "numaPolicy", "topology")) {
@@ -198,7 +209,9 @@ LabelSelector parse_label_selector(const json& j, const std::string& path) {
     }
     for (auto it = j.begin(); it != j.end(); ++it)
         if (it.key() != "matchLabels" && it.key() != "matchExpressions")
-            bad(join(path, it.key()), "unknown key in a label selector (expected matchLabels, matchExpressions)");
+            bad(join(path, it.key()), "unknown key in a label selector" +
+                                          did_you_mean(it.key(), {"matchLabels", "matchExpressions"}) +
+                                          " (expected matchLabels, matchExpressions)");
     if (auto* ml = opt_object(j, "matchLabels", path)) parse_label_map(*ml, join(path, "matchLabels"), out);
     if (auto* me = opt_array(j, "matchExpressions", path))
         for (size_t i = 0; i < me->size(); ++i)

@@ -12,6 +12,8 @@
 #include <boost/beast/ssl.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "kube/error.h"
@@ -351,7 +353,9 @@ int Connection::stream(const Request& r, std::chrono::milliseconds timeout, std:
     std::optional<http::response_parser<http::string_body>> p;
     for (int attempt = 0;; ++attempt) {
         p.emplace();
-        p->body_limit(boost::none);   // bounded below, piece by piece
+        // Bounded below, piece by piece. (Boost 1.74's parser reads an empty optional as a
+        // limit of 0 for a body with a Content-Length.)
+        p->body_limit(std::numeric_limits<std::uint64_t>::max());
         bool reused = m.is_open();
         if (!reused) m.connect(deadline, timeout, where);
         auto read_header = [](auto& stream, auto& buf, auto& parser, auto handler) {
@@ -408,7 +412,14 @@ int Connection::stream(const Request& r, std::chrono::milliseconds timeout, std:
             }
             std::string piece;
             piece.swap(body);   // the body string only ever grows at its end: emptied, it starts again
-            if (!on_data(piece)) {
+            bool more;
+            try {
+                more = on_data(piece);
+            } catch (...) {
+                m.close();   // the rest of the stream is unread: the connection cannot carry another request
+                throw;
+            }
+            if (!more) {
                 m.close();
                 return status;
             }

@@ -39,6 +39,28 @@ void line(const json& j) {
     std::fflush(stdout);
 }
 
+/// The resource a path is about, as RBAC names it: "nodes" for /api/v1/nodes/w1,
+/// "network-attachment-definitions" for /apis/k8s.cni.cncf.io/v1/namespaces/x/network-...
+std::string resource_of(const std::string& path) {
+    std::vector<std::string> parts;
+    std::string p = path.substr(0, path.find('?'));
+    for (size_t start = 0; start <= p.size();) {
+        size_t slash = p.find('/', start);
+        std::string seg = p.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+        if (!seg.empty()) parts.push_back(seg);
+        if (slash == std::string::npos) break;
+        start = slash + 1;
+    }
+    size_t i = !parts.empty() && parts[0] == "api" ? 2 : !parts.empty() && parts[0] == "apis" ? 3 : 0;
+    if (i + 1 < parts.size() && parts[i] == "namespaces" && i + 2 < parts.size()) i += 2;
+    if (i < parts.size()) {
+        std::string r = parts[i];
+        if (i + 2 < parts.size()) r += "/" + parts[i + 2];   // a subresource: pods/eviction, nodes/status
+        return r;
+    }
+    return path;
+}
+
 std::string name_of(const json& o) {
     if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
     return o["metadata"].value("name", "");
@@ -86,9 +108,9 @@ void add_api(CLI::App& app, int& status) {
             return !stop();
         };
         if (o->verb == "get") {
-            line(client.get(o->path, "'" + o->path + "'", o->path));
+            line(client.get(o->path, "'" + o->path + "'", resource_of(o->path)));
         } else if (o->verb == "list") {
-            auto page = client.list(o->path, o->path, o->page_size);
+            auto page = client.list(o->path, resource_of(o->path), o->page_size);
             for (auto& item : page.items) line(item);
             line({{"resourceVersion", page.resource_version}, {"items", page.items.size()},
                   {"connections", client.connections_opened()}});
@@ -99,9 +121,10 @@ void add_api(CLI::App& app, int& status) {
             };
             h.event = [&](const kube::Event& e) { print_event(e); };
             h.trouble = [](const std::string& what) { std::fprintf(stderr, "topocni api: %s\n", what.c_str()); };
-            kube::reflect(client, o->path, o->path, h, stop, o->watch_timeout);
+            kube::reflect(client, o->path, resource_of(o->path), h, stop, o->watch_timeout);
         } else {
-            std::string rv = client.watch(o->path, o->resource_version, o->path, print_event, stop, o->watch_timeout);
+            std::string rv = client.watch(o->path, o->resource_version, resource_of(o->path), print_event, stop,
+                                          o->watch_timeout);
             line({{"type", "END"}, {"resourceVersion", rv}, {"connections", client.connections_opened()}});
         }
         status = 0;

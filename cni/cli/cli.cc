@@ -10,12 +10,22 @@
 
 namespace cni::cli {
 
+namespace {
+
+std::string version_text() {
+    std::string out = std::string("topocni ") + TOPOCNI_VERSION + "\nCNI versions:";
+    for (auto& v : supported_versions()) out += " " + v;
+    return out;
+}
+
+}  // namespace
+
 void add_version(CLI::App& app, int& status) {
     auto* cmd = app.add_subcommand("version", "Print the plugin version and the CNI versions it speaks");
+    // A subcommand inherits the top level's footer; its own examples are these.
+    cmd->footer("Example:\n  topocni version     (or topocni --version)");
     cmd->callback([&status] {
-        std::printf("topocni %s\nCNI versions:", TOPOCNI_VERSION);
-        for (auto& v : supported_versions()) std::printf(" %s", v.c_str());
-        std::printf("\n");
+        std::printf("%s\n", version_text().c_str());
         status = 0;
     });
 }
@@ -24,12 +34,7 @@ int main(int argc, char** argv) {
     CLI::App app{"topocni: CNI plugin for secondary networks (veth, macvlan, SR-IOV) with placement checks.\n"
                  "Run by a container runtime with CNI_* variables, or by hand with a subcommand."};
     app.require_subcommand(1);
-    app.footer("Examples:\n"
-               "  topocni exec add --config /etc/cni/net.d/10-sriov.conf --netns /run/netns/test\n"
-               "  topocni explain --config nad.json --pod-uid 0b5f...\n"
-               "  topocni ipam list --network sriov-net\n"
-               "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni\n"
-               "  topocni collect --dry-run");
+    app.set_version_flag("--version", version_text(), "Print the plugin version and the CNI versions it speaks");
     int status = 0;
     add_version(app, status);
     add_exec(app, status);
@@ -39,6 +44,15 @@ int main(int argc, char** argv) {
     add_collect(app, status);
     add_api(app, status);
     add_scheduler_extender(app, status);
+    add_validate(app, status);
+    // Registered after the subcommands, so that none of them inherits the top level's.
+    app.footer("Examples:\n"
+               "  topocni exec add --config /etc/cni/net.d/10-sriov.conf --netns /run/netns/test\n"
+               "  topocni validate --config /etc/cni/net.d/10-sriov.conf\n"
+               "  topocni explain --config nad.json --pod-uid 0b5f...\n"
+               "  topocni ipam list --network sriov-net\n"
+               "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni\n"
+               "  topocni collect --dry-run");
     // CLI11 reads an unknown first word as a stray positional and only says that a
     // subcommand is required; name the word and the subcommands instead.
     if (argc >= 2 && argv[1][0] != '-') {

@@ -7,6 +7,10 @@ namespace CLI { class App; }
 
 namespace cni::cli {
 
+/// CNI_PATH when the environment has none, for exec and collect alike: where runtimes
+/// (/opt/cni/bin) and Debian's plugins (/usr/lib/cni) are.
+inline constexpr const char* kDefaultCniPath = "/opt/cni/bin:/usr/lib/cni";
+
 int main(int argc, char** argv);
 
 // Registration functions, one per file (exec.cc, ipam.cc, node_report.cc...).
@@ -19,6 +23,7 @@ void add_explain(CLI::App& app, int& status);
 void add_collect(CLI::App& app, int& status);
 void add_api(CLI::App& app, int& status);
 void add_scheduler_extender(CLI::App& app, int& status);
+void add_validate(CLI::App& app, int& status);
 
 }  // namespace cni::cli
 
@@ -27,13 +32,22 @@ namespace cni {
 /// `topocni explain`: prints every constraint of the config in `config_path` (a CNI
 /// config, a conflist, or a NetworkAttachmentDefinition in JSON or YAML whose spec.config
 /// holds one) with PASS/FAIL/WARN and its evidence. `pod_uid` and `node_labels_file` may
-/// be empty. With `facts_path`, the facts come from that published document
-/// (explain_facts_main). Changes nothing. Returns 0 when all pass, 1 when one fails, 2
-/// when the config cannot be read.
-int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file,
-                 const std::string& facts_path = "");
+/// be empty. Changes nothing. Returns 0 when all pass, 1 when one fails, 2 when the
+/// config cannot be read.
+int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file);
 /// explain on a facts document (node-report --format facts, or a Node object carrying it).
 int explain_facts_main(const std::string& config_text, const std::string& config_path, const std::string& facts_path,
                        const std::string& pod_uid, const std::string& node_labels_file);
+
+struct ExplainOptions {
+    std::string config, pod_uid, node_labels;
+    std::string device_id;   ///< non-empty: put in as deviceID, as Multus does at ADD
+    std::string node_name;   ///< non-empty: put in as nodeName
+    std::string facts;       ///< non-empty: judge on this published facts document (explain_facts_main)
+    bool json = false;       ///< one JSON object instead of lines
+    std::string format = "text";
+};
+/// explain_main with every option of `topocni explain`.
+int explain(const ExplainOptions& o);
 
 }  // namespace cni

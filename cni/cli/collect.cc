@@ -29,7 +29,7 @@ namespace {
 
 struct CollectOptions {
     std::string state_dir = "/var/lib/cni/topocni";
-    std::string cni_path = "/opt/cni/bin";
+    std::string cni_path = kDefaultCniPath;
     bool dry_run = false;
 };
 

@@ -2,14 +2,18 @@
 // constraint with pass/fail and its evidence; changes nothing.
 #include <CLI/CLI.hpp>
 
+#include <net/if.h>
+#include <unistd.h>
+
 #include <iostream>
+#include <optional>
 
 #include "cni/attach/attachment.h"
-#include "base/files.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
 #include "cni/placement/placement.h"
-#include "kube/yaml.h"
+#include "base/files.h"
+#include "cni/cli/config_file.h"
 
 namespace cni {
 
@@ -17,93 +21,128 @@ namespace {
 
 using json = nlohmann::json;
 
-/// The CNI config inside `path`: a config, a conflist (its topocni plugin), or a NAD
-/// (JSON or YAML) whose spec.config holds either.
-std::string explain_config_text(const std::string& path) {
-    auto text = base::fs::read_file(path);
-    if (!text) throw Error(kInvalidConfig, "'" + path + "' does not exist");
-    json j = kube::parse_yaml(*text, "'" + path + "'");
-    if (!j.is_object())
-        throw Error(kInvalidConfig, "'" + path + "' is not a CNI config or a NetworkAttachmentDefinition");
-    json conf = j;
-    if (auto spec = j.find("spec"); spec != j.end()) {
-        auto cfg = spec->is_object() ? spec->find("config") : spec->end();
-        if (!spec->is_object() || cfg == spec->end())
-            throw Error(kInvalidConfig, "'" + path + "': spec.config: missing (not a NetworkAttachmentDefinition?)");
-        conf = cfg->is_string() ? json::parse(cfg->get<std::string>(), nullptr, false) : *cfg;
-        if (!conf.is_object()) throw Error(kInvalidConfig, "'" + path + "': spec.config: not a JSON object");
-    }
-    if (auto plugins = conf.find("plugins"); plugins != conf.end() && plugins->is_array()) {
-        for (auto& p : *plugins)
-            if (p.is_object() && p.value("type", "") == "topocni") {
-                json one = p;
-                if (!one.contains("cniVersion") && conf.contains("cniVersion")) one["cniVersion"] = conf["cniVersion"];
-                if (conf.contains("name")) one["name"] = conf["name"];
-                return one.dump();
-            }
-        throw Error(kInvalidConfig, "'" + path + "': the plugin list has no plugin of type topocni");
-    }
+/// The CNI config inside `o.config` (a config, a conflist's topocni plugin, or a NAD's
+/// spec.config), read as the plugin reads it, with what the options put in.
+std::string explain_config_text(const ExplainOptions& o) {
+    auto file = cli::read_config_file(o.config);
+    if (file.plugins.empty()) return file.text;   // read_network says why, as the plugin would
+    json conf = file.plugins[file.is_list ? cli::topocni_entry(file) : 0];
+    // A NAD's VF is chosen by the device plugin and injected by Multus at ADD.
+    if (!o.device_id.empty()) conf["deviceID"] = o.device_id;
+    if (!o.node_name.empty()) conf["nodeName"] = o.node_name;
     return conf.dump();
+}
+
+/// The facts are worded for the plugin, whose input is CNI_ARGS; explain's operator gives
+/// the pod by flag.
+void reword_for_the_cli(Verdict& v, const ExplainOptions& o) {
+    const std::string from = "no K8S_POD_UID in CNI_ARGS";
+    if (auto at = v.evidence.find(from); at != std::string::npos) v.evidence.replace(at, from.size(), "no --pod-uid given");
+    if (v.constraint == "nodeSelector" && !v.pass && o.node_labels.empty() &&
+        v.evidence.find("cannot evaluate") != std::string::npos)
+        v.evidence += " (to try labels by hand: --node-labels FILE)";
+}
+
+/// ADD refuses a master or PCI device that is not on the node (code 7) before any
+/// constraint is judged: say that first, rather than constraints judged on nothing.
+std::optional<Verdict> missing_device(const conf::NetConf& c, const Subject& s) {
+    Device d;
+    try {
+        d = s.device();
+    } catch (const base::Error& e) {
+        return Verdict{"device", false, false, e.what()};
+    }
+    if (d.kind == Device::Kind::Master && ::if_nametoindex(d.name.c_str()) == 0)
+        return Verdict{"master", false, false, "interface '" + d.name + "' not found on the node (ADD refuses it, code 7)"};
+    if (d.kind == Device::Kind::Pci && ::access((c.sysfs_root + "/bus/pci/devices/" + d.name).c_str(), F_OK) != 0)
+        return Verdict{"deviceID", false, false, "PCI device " + d.name + " not found in " + c.sysfs_root +
+                                                     "/bus/pci/devices (ADD refuses it, code 7)"};
+    return std::nullopt;
+}
+
+const char* mark(const Verdict& v) { return !v.pass ? "FAIL" : v.warning ? "WARN" : "PASS"; }
+
+std::string lower(std::string s) {
+    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
 }
 
 }  // namespace
 
-int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file,
-                 const std::string& facts_path) {
-    if (!facts_path.empty()) {
+int explain(const ExplainOptions& o) {
+    if (!o.facts.empty()) {
         std::string text;
         try {
-            text = explain_config_text(config_path);
+            text = explain_config_text(o);
         } catch (const base::Error& e) {
             std::cerr << "topocni explain: " << e.what() << " (code " << code_of(e) << ")\n";
             return 2;
         }
-        return explain_facts_main(text, config_path, facts_path, pod_uid, node_labels_file);
+        return explain_facts_main(text, o.config, o.facts, o.pod_uid, o.node_labels);
     }
     std::vector<Verdict> verdicts;
     conf::NetConf c;
     try {
-        auto net = read_network(explain_config_text(config_path), {});
+        auto net = read_network(explain_config_text(o), {});
         c = net.conf;
-        verdicts = evaluate_placement(c, placement_subject(c, *net.kind), {pod_uid, "", "", nullptr},
-                                      {node_labels_file, false, true});
+        // Every constraint gets a line: one whose facts cannot be read (a missing master)
+        // fails with the reason instead of cutting the report short.
+        auto subject = placement_subject(c, *net.kind);
+        if (c.placement || c.bandwidth)
+            if (auto v = missing_device(c, subject)) verdicts.push_back(*v);
+        auto rest = evaluate_placement(c, subject, {o.pod_uid, "", "", nullptr}, {o.node_labels, false, true});
+        verdicts.insert(verdicts.end(), rest.begin(), rest.end());
     } catch (const base::Error& e) {
         std::cerr << "topocni explain: " << e.what() << " (code " << code_of(e) << ")"
                   << (e.details.empty() ? "" : ": " + e.details) << "\n";
         return 2;
     }
+    for (auto& v : verdicts) reword_for_the_cli(v, o);
     std::string node;
     try {
         node = c.placement ? node_name(*c.placement) : "";
     } catch (const base::Error&) {
         node = "?";
     }
-    std::cout << "network '" << c.name << "' from '" << config_path << "'";
+    size_t failed = 0;
+    for (auto& v : verdicts) failed += v.pass ? 0 : 1;
+    if (o.json) {
+        json out = {{"network", c.name}, {"config", o.config}, {"node", node}, {"podUID", o.pod_uid},
+                    {"constraints", json::array()}, {"failed", failed}, {"met", failed == 0}};
+        for (auto& v : verdicts)
+            out["constraints"].push_back({{"constraint", v.constraint}, {"result", lower(mark(v))}, {"evidence", v.evidence}});
+        std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+        return failed ? 1 : 0;
+    }
+    std::cout << "network '" << c.name << "' from '" << o.config << "'";
     if (!node.empty()) std::cout << ", node '" << node << "'";
-    std::cout << ", pod " << (pod_uid.empty() ? std::string("(no --pod-uid)") : pod_uid) << "\n";
+    std::cout << ", pod " << (o.pod_uid.empty() ? std::string("(no --pod-uid)") : o.pod_uid) << "\n";
     if (verdicts.empty()) {
         std::cout << "no placement constraints (nodeSelector, topology)\n";
         return 0;
     }
-    size_t failed = 0;
-    for (auto& v : verdicts) {
-        const char* mark = !v.pass ? "FAIL" : v.warning ? "WARN" : "PASS";
-        if (!v.pass) ++failed;
-        std::cout << mark << "  " << v.constraint << ": " << v.evidence << "\n";
-    }
-    if (failed) std::cout << failed << " of " << verdicts.size() << " constraints not met\n";
-    else std::cout << "all " << verdicts.size() << " constraints met\n";
+    for (auto& v : verdicts) std::cout << mark(v) << "  " << v.constraint << ": " << v.evidence << "\n";
+    const char* noun = verdicts.size() == 1 ? " constraint" : " constraints";
+    if (failed) std::cout << failed << " of " << verdicts.size() << noun << " not met\n";
+    else if (verdicts.size() == 1) std::cout << "the constraint is met\n";
+    else std::cout << "all " << verdicts.size() << noun << " met\n";
     return failed ? 1 : 0;
 }
 
+int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file) {
+    ExplainOptions o;
+    o.config = config_path;
+    o.pod_uid = pod_uid;
+    o.node_labels = node_labels_file;
+    return explain(o);
+}
 
 }  // namespace cni
 
 namespace cni::cli {
 
 void add_explain(CLI::App& app, int& status) {
-    struct Options { std::string config, pod_uid, node_labels, facts; };
-    auto o = std::make_shared<Options>();
+    auto o = std::make_shared<ExplainOptions>();
     auto* cmd = app.add_subcommand("explain", "Explain whether this node satisfies a network's placement constraints");
     cmd->add_option("--config", o->config, "CNI config, conflist, or NetworkAttachmentDefinition (JSON or YAML)")
         ->required();
@@ -112,12 +151,18 @@ void add_explain(CLI::App& app, int& status) {
     cmd->add_option("--facts", o->facts,
                     "judge on this facts document (node-report --format facts, a Node object carrying topocni.io/facts, "
                     "or - for stdin) instead of this node read live");
+    cmd->add_option("--device-id", o->device_id, "the VF (PCI address) Multus would inject as deviceID");
+    cmd->add_option("--node-name", o->node_name, "the node whose labels the API gives (as nodeName)");
+    cmd->add_option("-o,--output", o->format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
     cmd->footer("Examples:\n"
-                "  topocni explain --config sriov-nad.yaml\n"
-                "  topocni explain --config sriov-nad.yaml --pod-uid 6f1c2a0e-... \n"
+                "  topocni explain --config sriov-nad.yaml --device-id 0000:af:06.0\n"
+                "  topocni explain --config sriov-nad.yaml --pod-uid 6f1c2a0e-... -o json\n"
                 "  topocni explain --config net.conf --node-labels /etc/kubernetes/node-feature-discovery/features.d/x\n"
                 "Exit status: 0 all constraints pass, 1 one fails, 2 the config cannot be read.");
-    cmd->callback([o, &status] { status = explain_main(o->config, o->pod_uid, o->node_labels, o->facts); });
+    cmd->callback([o, &status] {
+        o->json = o->format == "json";
+        status = explain(*o);
+    });
 }
 
 }  // namespace cni::cli

@@ -289,6 +289,31 @@ std::string render_nfd(const Facts& f) {
     return out.str();
 }
 
+// ---- JSON: the same facts for scripts (--format json) ----
+
+nlohmann::json render_json(const Facts& f) {
+    nlohmann::json j = {{"numaNodes", f.numa_count}, {"sriovCapable", !f.pfs.empty()}, {"pfs", nlohmann::json::array()},
+                        {"linkSpeedsMbps", nlohmann::json::object()}, {"bandwidth", nlohmann::json::array()},
+                        {"pools", nlohmann::json::array()}};
+    for (auto& pf : f.pfs)
+        j["pfs"].push_back({{"name", pf.name}, {"pci", pf.pci}, {"numaNode", pf.numa}, {"totalVfs", pf.total},
+                            {"configuredVfs", pf.configured}, {"freeVfs", pf.free_vfs}});
+    for (auto& [ifname, mbps] : f.speeds) j["linkSpeedsMbps"][ifname] = mbps;
+    for (auto& b : f.bandwidth)
+        j["bandwidth"].push_back({{"link", b.link}, {"capacityBps", b.capacity_bps},
+                                  {"committedEgressBps", b.committed_egress}, {"committedIngressBps", b.committed_ingress}});
+    for (auto& p : f.pools)
+        j["pools"].push_back({{"network", p.network}, {"rangeSet", p.range_set},
+                              {"size", static_cast<double>(p.size)}, {"used", static_cast<double>(p.used)}});
+    return j;
+}
+
+/// A sysfs root that is not one would report "no SR-IOV, no NUMA" for NFD to publish.
+void require_sysfs(const std::string& root) {
+    if (!exists(root + "/devices") && !exists(root + "/class") && !exists(root + "/bus"))
+        throw Error(kInvalidConfig, "--sysfs-root '" + root + "' is not a sysfs tree (no devices, class or bus in it)");
+}
+
 // ---- Prometheus text format (node_exporter's textfile collector) ----
 
 std::string escape_label(const std::string& v) {
@@ -408,9 +433,9 @@ void add_node_report(CLI::App& app, int& status) {
     cmd->add_option("--state-dir", o->state_dir, "topocni stateDir (VFs in use, bandwidth ledger, refusals)")
         ->capture_default_str();
     cmd->add_option("--format", o->format,
-                    "nfd (key=value feature lines), prometheus (text exposition format) or facts (the JSON document "
-                    "--publish puts on the Node)")
-        ->check(CLI::IsMember({"nfd", "prometheus", "facts"}))
+                    "nfd (key=value feature lines), prometheus (text exposition format), json (a summary) or facts "
+                    "(the JSON document --publish puts on the Node)")
+        ->check(CLI::IsMember({"nfd", "prometheus", "json", "facts"}))
         ->capture_default_str();
     cmd->add_option("--kubelet-root-dir", o->kubelet_root_dir, "where kubelet's device-plugins checkpoint is (resourceName)")
         ->capture_default_str();
@@ -438,6 +463,7 @@ void add_node_report(CLI::App& app, int& status) {
                 "  topocni node-report --format facts\n"
                 "  topocni node-report --publish --node \"$NODE_NAME\"");
     cmd->callback([o, kc, &status] {
+        require_sysfs(o->sysfs_root);
         if (o->publish || o->format == "facts") {
             FactsOptions fo{o->sysfs_root, o->state_dir, o->kubelet_root_dir, node_of(*o)};
             if (!o->publish) {
@@ -458,7 +484,9 @@ void add_node_report(CLI::App& app, int& status) {
             return;
         }
         Facts f = gather(*o);
-        auto text = o->format == "prometheus" ? render_prometheus(f) : render_nfd(f);
+        auto text = o->format == "prometheus" ? render_prometheus(f)
+                    : o->format == "json"     ? render_json(f).dump(2) + "\n"
+                                              : render_nfd(f);
         if (o->output.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
         else write_atomically(o->output, text);
         status = 0;

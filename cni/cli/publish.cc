@@ -52,15 +52,23 @@ public:
         if (fd_.get() < 0) base::log::warn(std::string("inotify: ") + strerror(errno) + "; reading every interval only");
         rewatch();
     }
-    /// Adds directories that appeared since; a directory watched already costs nothing.
-    void rewatch() {
-        if (fd_.get() < 0) return;
+    /// Adds directories that appeared since (a directory watched already costs nothing);
+    /// true when the state directory itself has just become watchable: whatever is in it
+    /// is news.
+    bool rewatch() {
+        if (fd_.get() < 0) return false;
         const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_ONLYDIR;
         std::vector<std::string> dirs = {dir_, dir_ + "/attachments", dir_ + "/sriov", dir_ + "/bandwidth"};
         for (auto& n : base::fs::list_dir(dir_ + "/attachments")) dirs.push_back(dir_ + "/attachments/" + n);
         for (auto& n : base::fs::list_dir(dir_ + "/bandwidth")) dirs.push_back(dir_ + "/bandwidth/" + n);
-        for (auto& d : dirs) (void)::inotify_add_watch(fd_.get(), d.c_str(), mask);   // a missing one: later
+        bool appeared = false;
+        for (auto& d : dirs) {
+            int wd = ::inotify_add_watch(fd_.get(), d.c_str(), mask);   // a missing one: later
+            if (d == dir_ && wd >= 0 && !dir_watched_) appeared = dir_watched_ = true;
+        }
+        return appeared && !first_;
     }
+    void started() { first_ = false; }
     /// Waits up to `ms` for a change; true when one came. Drains what arrived.
     bool wait(int ms) {
         if (fd_.get() < 0) {
@@ -79,6 +87,7 @@ public:
 private:
     std::string dir_;
     base::UniqueFd fd_;
+    bool dir_watched_ = false, first_ = true;
 };
 
 class Publisher {
@@ -161,6 +170,7 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
     Publisher p(o);
     if (o.once) return p.step() ? 0 : 1;
     StateWatch watch(o.facts.state_dir);
+    watch.started();
     base::log::info("publishing facts of node '" + o.facts.node + "' as annotation " + kFactsAnnotation);
     while (!stop) {
         bool ok = p.step();
@@ -169,7 +179,9 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
         const auto next = Clock::now() + std::chrono::milliseconds(static_cast<long long>((ok ? o.interval : p.backoff()) * 1000));
         while (!stop && Clock::now() < next) {
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
-            if (watch.wait(static_cast<int>(std::min<long long>(left, 200))) && ok) {
+            // A state directory made after the start (the first ADD makes it) is news too.
+            bool appeared = watch.rewatch();
+            if ((watch.wait(static_cast<int>(std::min<long long>(left, 200))) || appeared) && ok) {
                 ::usleep(static_cast<useconds_t>(o.settle * 1e6));
                 watch.wait(0);
                 break;

@@ -30,7 +30,9 @@ Verdict evaluate_selector(const conf::LabelSelector& sel, const NodeLabels& node
     std::string matched, failed;
     for (auto& r : sel.requirements) {
         std::string has = evidence(r, node.labels);
-        if (matches(r, node.labels)) matched += (matched.empty() ? "" : ", ") + to_string(r) + " (" + has + ")";
+        // The node's own label only when it says more than the requirement ("a In [x,y]": has a=x).
+        if (matches(r, node.labels))
+            matched += (matched.empty() ? "" : ", ") + to_string(r) + (has == to_string(r) ? "" : " (" + has + ")");
         else failed += (failed.empty() ? "" : "; ") + std::string("wants ") + to_string(r) + ", has " + has;
     }
     std::string head = "node '" + node.node + "' (labels from " + node.sources + "): ";
@@ -90,7 +92,7 @@ BandwidthAdmission evaluate_bandwidth_facts(const conf::Bandwidth& bw, const con
     const char* name = "bandwidth";
     BandwidthAdmission out;
     uint64_t egress = bw.egress ? bw.egress->rate_bps : 0, ingress = bw.ingress ? bw.ingress->rate_bps : 0;
-    out.entry = {me.network, me.container_id, me.ifname, egress, ingress, 0, 1.0, ""};
+    out.entry = {me.network, me.container_id, me.ifname, egress, ingress, 0, 1.0, "", me.pod};
     std::string asked = "asks egress " + rate_text(double(egress)) + ", ingress " + rate_text(double(ingress));
     bool deny = t && t->deny_unknown;
     double overcommit = t ? t->bandwidth_overcommit : 1.0;
@@ -112,7 +114,8 @@ BandwidthAdmission evaluate_bandwidth_facts(const conf::Bandwidth& bw, const con
     std::string by;
     for (size_t i = 0; i < f.others.size() && i < kSample; ++i) {
         auto& e = f.others[i];
-        by += std::string(by.empty() ? "" : ", ") + e.network + "/" + e.container_id.substr(0, 12) + "/" + e.ifname +
+        by += std::string(by.empty() ? "" : ", ") + (e.pod.empty() ? "" : "pod " + e.pod + " ") + e.network + "/" +
+              e.container_id + "/" + e.ifname +
               " (egress " + rate_text(double(e.egress_bps)) + ", ingress " + rate_text(double(e.ingress_bps)) + ")";
     }
     if (f.others_count > static_cast<long long>(kSample))

@@ -61,6 +61,7 @@ std::vector<Entry> entries(const std::string& state_dir, const std::string& link
         e.capacity_bps = j.value("capacityBps", uint64_t{0});
         e.overcommit = j.value("overcommit", 1.0);
         e.capacity_source = j.value("capacitySource", "");
+        e.pod = j.value("pod", "");
         out.push_back(std::move(e));
     }
     return out;
@@ -70,6 +71,7 @@ void commit(const std::string& state_dir, const std::string& link, const Entry& 
     nlohmann::json j = {{"network", e.network},       {"containerID", e.container_id}, {"ifname", e.ifname},
                         {"egressBps", e.egress_bps},  {"ingressBps", e.ingress_bps},   {"capacityBps", e.capacity_bps},
                         {"overcommit", e.overcommit}, {"capacitySource", e.capacity_source}};
+    if (!e.pod.empty()) j["pod"] = e.pod;
     base::fs::write_file(dir(state_dir, link) + "/" + file_name(e.network, e.container_id, e.ifname), j.dump() + "\n");
 }
 

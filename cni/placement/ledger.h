@@ -17,6 +17,7 @@ struct Entry {
     uint64_t capacity_bps = 0;                  ///< the link's capacity when admitted (0: unknown)
     double overcommit = 1.0;                    ///< topology.bandwidthOvercommit when admitted
     std::string capacity_source;                ///< "topology.linkCapacityMbps", "link speed of 'eth1'"
+    std::string pod;                            ///< "<namespace>/<name>" from CNI_ARGS, when known: names the holder
 };
 
 std::string root(const std::string& state_dir);

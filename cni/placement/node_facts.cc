@@ -28,7 +28,7 @@ json count(unsigned __int128 v) {
 }
 
 json entry_json(const ledger::Entry& e) {
-    return {{"network", e.network}, {"containerID", e.container_id}, {"ifname", e.ifname},
+    return {{"network", e.network}, {"containerID", e.container_id}, {"ifname", e.ifname}, {"pod", e.pod},
             {"egressBps", e.egress_bps}, {"ingressBps", e.ingress_bps}};
 }
 
@@ -300,11 +300,12 @@ NodeFacts facts_from_json(const json& j) {
             bad(p + ".entries", "more than entryCount or " + std::to_string(kSample));
         for (size_t k = 0; k < entries.size(); ++k) {
             std::string q = idx(p, "entries", k);
-            only(entries[k], q, {"network", "containerID", "ifname", "egressBps", "ingressBps"});
+            only(entries[k], q, {"network", "containerID", "ifname", "pod", "egressBps", "ingressBps"});
             ledger::Entry en;
             en.network = str(entries[k], q, "network");
             en.container_id = str(entries[k], q, "containerID");
             en.ifname = str(entries[k], q, "ifname");
+            en.pod = str(entries[k], q, "pod");
             en.egress_bps = u64(entries[k], q, "egressBps");
             en.ingress_bps = u64(entries[k], q, "ingressBps");
             l.sample.push_back(std::move(en));

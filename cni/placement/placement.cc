@@ -92,6 +92,7 @@ private:
 BandwidthAdmission bandwidth_on(const conf::NetConf& c, FactSource& src, const PodInfo& pod) {
     const conf::Topology* t = c.placement && c.placement->topology ? &*c.placement->topology : nullptr;
     ledger::Entry me{c.name, pod.container_id, pod.ifname, 0, 0, 0, 1.0, ""};
+    if (!pod.pod_name.empty()) me.pod = pod.pod_namespace + "/" + pod.pod_name;
     const Device& d = src.device();
     SharedLink link = shared_link(src.device_facts(false), d);
     const NodeFacts& f = link.key.empty() ? src.device_facts(false) : src.ledger_facts(link.key);

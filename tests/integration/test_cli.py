@@ -53,7 +53,8 @@ class Cli(NetnsTestCase):
         pod, path = self.make_pod()
         conf = self.conf()
         entry = {k: v for k, v in conf.items() if k not in ("cniVersion", "name")}
-        conflist = {"cniVersion": "1.1.0", "name": conf["name"], "plugins": [entry, {"type": "tuning"}]}
+        # exec runs the whole chain, as cnitool does: 1.0.0, the newest Debian's tuning speaks.
+        conflist = {"cniVersion": "1.0.0", "name": conf["name"], "plugins": [entry, {"type": "tuning"}]}
         f = self.write("net.conflist", conflist)
         add = cli("exec", "add", "--config", f, "--netns", path, ns=self.node)
         self.assertEqual(add.returncode, 0, add.stdout + add.stderr)
@@ -194,10 +195,10 @@ class Logs(NetnsTestCase):
         self.assertGreater(len(lines), 0)
         for l in lines:
             self.assertRegex(l, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (error|warning|info|debug) ADD logc eth0: ")
-        bad = self.run_plugin("ADD", conf, container_id="logc", netns=path)
+        bad = self.run_plugin("ADD", conf, container_id="logd", netns=path)   # another container, same ifname
         self.assertNotEqual(bad.rc, 0)
         with open(log) as f:
-            self.assertIn(" error ADD logc eth0: code 105", f.read())
+            self.assertIn(" error ADD logd eth0: code 105", f.read())
         self.assertOk(self.run_plugin("DEL", conf, container_id="logc", netns=path))
 
     def test_an_unopenable_log_file_never_fails_the_verb(self):

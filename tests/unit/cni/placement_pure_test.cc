@@ -137,8 +137,21 @@ TEST_CASE("bandwidth admits what fits the capacity and refuses what would exceed
     BandwidthAdmission over = evaluate_bandwidth_facts(egress(21'000'000), &t, entry("me", 0, 0), f);
     CHECK_FALSE(over.admitted);
     CHECK_FALSE(over.verdict.pass);
-    CHECK(over.verdict.evidence.find("net1/aaaaaaaaaaaa/net1") != std::string::npos);
+    // Whole container IDs: derived ones differ only in their middle.
+    CHECK(over.verdict.evidence.find("net1/aaaaaaaaaaaaaaaa/net1") != std::string::npos);
     CHECK(over.verdict.evidence.find("egress would reach 101 Mb/s > 100 Mb/s") != std::string::npos);
+}
+
+TEST_CASE("a bandwidth refusal names a holder by its pod when its ADD knew it") {
+    conf::Topology t;
+    auto holder = entry("cccccccccccccccc", 90'000'000, 0);
+    holder.pod = "team-a/web-0";
+    BandwidthAdmission over = evaluate_bandwidth_facts(egress(20'000'000), &t, entry("me", 0, 0), link_of(100e6, {holder}));
+    CHECK_FALSE(over.admitted);
+    CHECK(over.verdict.evidence.find("by pod team-a/web-0 net1/cccccccccccccccc/net1") != std::string::npos);
+    auto me = entry("me", 0, 0);
+    me.pod = "team-b/api-1";
+    CHECK(evaluate_bandwidth_facts(egress(5'000'000), &t, me, link_of(100e6, {holder})).entry.pod == "team-b/api-1");
 }
 
 TEST_CASE("bandwidthOvercommit raises the limit and an idle direction is never the one refused") {
