@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     add_explain(app, status);
     add_collect(app, status);
     add_api(app, status);
+    add_refusal_agent(app, status);
     // CLI11 reads an unknown first word as a stray positional and only says that a
     // subcommand is required; name the word and the subcommands instead.
     if (argc >= 2 && argv[1][0] != '-') {

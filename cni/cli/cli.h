@@ -18,6 +18,7 @@ void add_node_report(CLI::App& app, int& status);
 void add_explain(CLI::App& app, int& status);
 void add_collect(CLI::App& app, int& status);
 void add_api(CLI::App& app, int& status);
+void add_refusal_agent(CLI::App& app, int& status);
 
 }  // namespace cni::cli
 
@@ -31,6 +32,10 @@ namespace cni {
 /// when the config cannot be read.
 int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file,
                  const std::string& facts_path = "");
+/// `topocni explain --pod NS/NAME`: the pod's last refusal on this node, from its refusal
+/// record under `state_dir` (explain_pod.cc). 1 when there is one, 0 when none, 2 when
+/// NS/NAME is no pod name or the record cannot be read.
+int explain_pod_main(const std::string& pod, const std::string& state_dir);
 /// explain on a facts document (node-report --format facts, or a Node object carrying it).
 int explain_facts_main(const std::string& config_text, const std::string& config_path, const std::string& facts_path,
                        const std::string& pod_uid, const std::string& node_labels_file);
