@@ -1,6 +1,8 @@
 // `topocni explain --pod NS/NAME`: the last refusal of a pod on this node, from the record
 // the refused ADD left (cni/placement/refusal_record.h). Reads one file; changes nothing.
+#include <ctime>
 #include <iostream>
+#include <optional>
 
 #include "cni/cli/cli.h"
 #include "cni/error.h"

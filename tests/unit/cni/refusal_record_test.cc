@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "cni/attach/attachment.h"
@@ -203,7 +204,7 @@ TEST_CASE("the eviction counter adds per network and outcome and survives a re-r
 
 TEST_CASE("an Event is built as client-go's recorder builds it") {
     CHECK(kube::event_name("web-1", 0x17c3f0a1b2c3d4e5) == "web-1.17c3f0a1b2c3d4e5");
-    CHECK(kube::event_name(std::string(240, 'p'), 1).size() == 36);   // a UUID when too long
+    CHECK(kube::event_name(std::string(252, 'p'), 1).size() == 36);   // a UUID when too long
     kube::EventSpec e;
     e.object = {"Pod", "shop", "web-1", "u-1", "v1"};
     e.reason = "TopocniPlacementRefused";
