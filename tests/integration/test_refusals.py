@@ -61,7 +61,7 @@ class RefusalCase(NetnsTestCase):
 
     # --- the network and its refusals ---
     def net(self, **extra):
-        return self.conf(name=f"rf{self.tag}", ipam=False, nodeSelector={"zone": "a"}, nodeLabelsFile=self.labels,
+        return self.conf(name=f"rf{self.tag}", nodeSelector={"zone": "a"}, nodeLabelsFile=self.labels,
                          kubeconfig="", nodeName="worker-1", **extra)
 
     def evict_net(self, after=3, window=300):
@@ -375,7 +375,7 @@ class Evictions(RefusalCase):
         self.assertEqual(statuses, [429, 429, 201])
         self.assertIn("eviction refused by a PodDisruptionBudget (HTTP 429)", self.log_of(agent))
         self.assertIn("The disruption budget web-pdb needs 2 healthy pods", self.log_of(agent))
-        self.assertEqual(self.eviction_counts(), {conf["name"]: {"blocked": 2, "evicted": 1}})
+        self.wait_for("the counter", lambda: self.eviction_counts() == {conf["name"]: {"blocked": 2, "evicted": 1}})
         self.stop_agent(agent)
 
     def test_a_pod_with_several_budgets_500_is_logged_and_not_evicted(self):
