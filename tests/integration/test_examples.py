@@ -1155,6 +1155,11 @@ topocni_ipam_addresses{network="macvlan-net1",range_set="0",state="used"} 12
 topocni_placement_refusals_total{network="sriov-net1",constraint="topology.numaNode"} 3
 topocni_placement_refusals_total{network="macvlan-net1",constraint="bandwidth"} 0
 topocni_placement_refusals_total{network="macvlan-net1",constraint="nodeSelector"} 1
+# HELP topocni_evictions_total What the refusal agent did about pods of networks with onRefusal evict.
+# TYPE topocni_evictions_total counter
+topocni_evictions_total{network="sriov-net1",outcome="evicted"} 2
+topocni_evictions_total{network="sriov-net1",outcome="blocked"} 1
+topocni_evictions_total{network="sriov-net1",outcome="skipped"} 0
 """
 
 
