@@ -25,8 +25,9 @@ namespace rr = cni::refusal_record;
 namespace {
 
 json base_conf(const json& extra) {
-    json c = {{"cniVersion", "1.0.0"}, {"name", "net1"}, {"type", "topocni"}};
-    c.update(extra);
+    json c = {{"cniVersion", "1.0.0"}, {"name", "net1"}, {"type", "topocni"},
+              {"ipam", {{"type", "host-local"}, {"subnet", "10.1.0.0/24"}, {"dataDir", "/nonexistent/topocni-test"}}}};
+    if (extra.is_object()) c.update(extra);   // {} is null in nlohmann's brace syntax
     return c;
 }
 
