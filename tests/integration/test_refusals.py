@@ -370,7 +370,8 @@ class Evictions(RefusalCase):
         agent = self.start_agent("--blocked-retry", "1")
         conf = self.evict_net(after=1)
         self.refuse(conf)
-        self.wait_for("the eviction after two 429s", lambda: self.api.evicted(), seconds=15)
+        # The server logs a request after answering it: wait for the log, not the eviction.
+        self.wait_for("the eviction after two 429s", lambda: len(self.api.eviction_requests()) == 3, seconds=15)
         statuses = [r["status"] for r in self.api.eviction_requests()]
         self.assertEqual(statuses, [429, 429, 201])
         self.assertIn("eviction refused by a PodDisruptionBudget (HTTP 429)", self.log_of(agent))
