@@ -1,7 +1,7 @@
 // core/v1 Events as client-go's record.EventRecorder writes them (tools/record event.go,
 // events_cache.go): the object, its name "<object name>.<hex unix nanos>", and the
 // strategic-merge patch of a repeat ({"count","lastTimestamp","message"}). The wire format
-// is in /work/notes/k8s-wire.md section 4; what is sent when is the caller's.
+// follows kubernetes/api core/v1 types.go and client-go; what is sent when is the caller's.
 #pragma once
 #include <cstdint>
 #include <ctime>

@@ -2,7 +2,7 @@
 // /api/v1/namespaces/<ns>/pods/<name>/eviction with a policy/v1 Eviction, so that
 // PodDisruptionBudgets are respected (429 while a budget forbids it), and the part of a
 // Pod an evicter must read first: its uid and its controller (ownerReferences). Wire
-// formats: /work/notes/k8s-wire.md section 5.
+// formats: kubernetes/api policy/v1 types.go, pkg/registry/core/pod/storage/eviction.go.
 #pragma once
 #include <optional>
 #include <string>
