@@ -258,6 +258,7 @@ NetConf parse(const std::string& input, const ArgsView& args, const Protocol& pr
     });
     step([&] { parse_placement(c); });
     step([&] { parse_bandwidth(c); });
+    step([&] { parse_on_refusal(c); });
     step([&] { if (auto* prev = member(c.raw, "prevResult")) c.prev_result = protocol.read_result(*prev, "prevResult"); });
     parse_gc(c);   // GC's input: never ignored, a wrong list would release the wrong things
     if (!teardown) c.unknown_keys = unknown_keys(c.raw);

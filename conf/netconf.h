@@ -9,6 +9,7 @@
 
 #include "base/types.h"
 #include "conf/bandwidth.h"
+#include "conf/on_refusal.h"
 #include "conf/placement.h"
 #include "ipam/host_local.h"
 
@@ -33,6 +34,7 @@ struct NetConf {
 
     std::optional<Placement> placement;   ///< set when nodeSelector or topology is given (conf/placement.cc)
     std::optional<Bandwidth> bandwidth;   ///< runtimeConfig.bandwidth, else "bandwidth" (conf/bandwidth.cc)
+    OnRefusal on_refusal;                 ///< onRefusal, evictAfterRefusals, evictWindowSeconds (conf/on_refusal.cc)
 
     std::string state_dir = "/var/lib/cni/topocni";   ///< stateDir: state records, caches
     std::string sysfs_root = "/sys";      ///< sysfsRoot: every sysfs read goes through it

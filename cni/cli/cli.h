@@ -24,6 +24,7 @@ void add_collect(CLI::App& app, int& status);
 void add_api(CLI::App& app, int& status);
 void add_scheduler_extender(CLI::App& app, int& status);
 void add_validate(CLI::App& app, int& status);
+void add_refusal_agent(CLI::App& app, int& status);
 
 }  // namespace cni::cli
 
@@ -35,6 +36,10 @@ namespace cni {
 /// be empty. Changes nothing. Returns 0 when all pass, 1 when one fails, 2 when the
 /// config cannot be read.
 int explain_main(const std::string& config_path, const std::string& pod_uid, const std::string& node_labels_file);
+/// `topocni explain --pod NS/NAME`: the pod's last refusal on this node, from its refusal
+/// record under `state_dir` (explain_pod.cc). 1 when there is one, 0 when none, 2 when
+/// NS/NAME is no pod name or the record cannot be read.
+int explain_pod_main(const std::string& pod, const std::string& state_dir);
 /// explain on a facts document (node-report --format facts, or a Node object carrying it).
 int explain_facts_main(const std::string& config_text, const std::string& config_path, const std::string& facts_path,
                        const std::string& pod_uid, const std::string& node_labels_file);
@@ -44,6 +49,8 @@ struct ExplainOptions {
     std::string device_id;   ///< non-empty: put in as deviceID, as Multus does at ADD
     std::string node_name;   ///< non-empty: put in as nodeName
     std::string facts;       ///< non-empty: judge on this published facts document (explain_facts_main)
+    std::string pod;         ///< --pod NS/NAME: the pod's last refusal instead (explain_pod_main)
+    std::string state_dir = "/var/lib/cni/topocni";
     bool json = false;       ///< one JSON object instead of lines
     std::string format = "text";
 };

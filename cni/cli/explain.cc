@@ -144,8 +144,7 @@ namespace cni::cli {
 void add_explain(CLI::App& app, int& status) {
     auto o = std::make_shared<ExplainOptions>();
     auto* cmd = app.add_subcommand("explain", "Explain whether this node satisfies a network's placement constraints");
-    cmd->add_option("--config", o->config, "CNI config, conflist, or NetworkAttachmentDefinition (JSON or YAML)")
-        ->required();
+    cmd->add_option("--config", o->config, "CNI config, conflist, or NetworkAttachmentDefinition (JSON or YAML)");
     cmd->add_option("--pod-uid", o->pod_uid, "pod UID, to check NUMA alignment with its exclusive CPUs");
     cmd->add_option("--node-labels", o->node_labels, "labels file to use instead of nodeLabelsFile and the API");
     cmd->add_option("--facts", o->facts,
@@ -159,7 +158,12 @@ void add_explain(CLI::App& app, int& status) {
                 "  topocni explain --config sriov-nad.yaml --pod-uid 6f1c2a0e-... -o json\n"
                 "  topocni explain --config net.conf --node-labels /etc/kubernetes/node-feature-discovery/features.d/x\n"
                 "Exit status: 0 all constraints pass, 1 one fails, 2 the config cannot be read.");
+    // --pod: the pod's last refusal on this node (explain_pod.cc), instead of a config.
+    cmd->add_option("--pod", o->pod, "NAMESPACE/NAME: show the pod's last placement refusal on this node");
+    cmd->add_option("--state-dir", o->state_dir, "--pod: topocni stateDir (the refusal records)")->capture_default_str();
     cmd->callback([o, &status] {
+        if (!o->pod.empty()) return void(status = explain_pod_main(o->pod, o->state_dir));
+        if (o->config.empty()) throw CLI::RequiredError("--config (or --pod)");
         o->json = o->format == "json";
         status = explain(*o);
     });

@@ -30,6 +30,7 @@
 #include "cni/placement/ledger.h"
 #include "cni/placement/placement.h"
 #include "cni/records.h"
+#include "cni/placement/evictions.h"
 #include "cni/placement/refusals.h"
 #include "conf/netconf.h"
 #include "ipam/usage.h"
@@ -144,6 +145,7 @@ struct Facts {
     std::map<std::tuple<std::string, std::string, std::string>, int> attachments;   ///< (network, kind, link) -> n
     std::vector<PoolUse> pools;
     refusals::Counts refused;
+    evictions::Counts evictions;
 };
 
 void gather_records(const Options& o, Facts& f, const std::map<std::string, std::string>& pf_names) {
@@ -241,6 +243,7 @@ Facts gather(const Options& o) {
     gather_bandwidth(o, f, pf_names);
     gather_records(o, f, pf_names);
     f.refused = refusals::read(o.state_dir);
+    f.evictions = evictions::read(o.state_dir);
     return f;
 }
 
@@ -402,6 +405,14 @@ std::string render_prometheus(const Facts& f) {
                  "ADDs refused with code 100, per network and failed constraint (kept in <stateDir>/metrics).");
         for (auto& [network, per] : f.refused)
             for (auto& [constraint, n] : per) m.sample({{"network", network}, {"constraint", constraint}}, double(n));
+    }
+    {
+        Family m(out, "topocni_evictions_total", "counter",
+                 "What the refusal agent did about pods whose network asks to move them (onRefusal: evict), per network "
+                 "and outcome: evicted, blocked (a PodDisruptionBudget refused), skipped (a bare, DaemonSet or static pod, "
+                 "or the per-owner loop guard); kept in <stateDir>/metrics.");
+        for (auto& [network, per] : f.evictions)
+            for (auto& [outcome, n] : per) m.sample({{"network", network}, {"outcome", outcome}}, double(n));
     }
     return out.str();
 }

@@ -14,6 +14,7 @@
 #include "base/fd.h"
 #include "base/files.h"
 #include "base/log.h"
+#include "cni/cli/api_credentials.h"
 #include "cni/error.h"
 #include "kube/client.h"
 #include "kube/error.h"
@@ -32,16 +33,6 @@ std::optional<std::time_t> parse_time(const std::string& s) {
     const char* end = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
     if (!end || *end) return std::nullopt;
     return ::timegm(&tm);
-}
-
-kube::Kubeconfig pick_kubeconfig(const PublishOptions& o) {
-    if (o.kubeconfig_set) return kube::load_kubeconfig(o.kubeconfig);
-    if (auto kc = kube::in_cluster_config()) return *kc;
-    struct stat st;
-    if (::stat(kube::kTopocniKubeconfig, &st) == 0) return kube::load_kubeconfig(kube::kTopocniKubeconfig);
-    if (::stat(kube::kMultusKubeconfig, &st) == 0) return kube::load_kubeconfig(kube::kMultusKubeconfig);
-    throw Error(kInvalidConfig, std::string("no kubeconfig: not in a pod, and neither '") + kube::kTopocniKubeconfig +
-                                    "' nor '" + kube::kMultusKubeconfig + "' exists; pass --kubeconfig");
 }
 
 /// inotify on the directories ADD, DEL and GC write: the state directory, the attachment
@@ -132,7 +123,7 @@ public:
 
 private:
     void connect() {
-        client_ = std::make_unique<kube::Client>(pick_kubeconfig(o_), std::chrono::milliseconds(
+        client_ = std::make_unique<kube::Client>(pick_kubeconfig(o_.kubeconfig, o_.kubeconfig_set), std::chrono::milliseconds(
                                                                            static_cast<long long>(o_.api_timeout * 1000)));
     }
 

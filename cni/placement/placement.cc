@@ -3,10 +3,13 @@
 // Nothing here changes the node, except admit_bandwidth's ledger entry.
 #include "cni/placement/placement.h"
 
+#include <ctime>
+
 #include "base/log.h"
 #include "cni/error.h"
 #include "cni/placement/evaluate.h"
 #include "cni/placement/facts.h"
+#include "cni/placement/refusal_record.h"
 #include "cni/placement/refusals.h"
 
 namespace cni {
@@ -163,9 +166,26 @@ PodInfo pod_of(const Context& ctx) {
             ctx.env.args.pod_name};
 }
 
+/// What a refused ADD leaves for the refusal agent: the pod's record (refusal_record.h).
+void record_refusal(const Context& ctx, const std::vector<std::string>& failed, const std::string& details) {
+    const conf::NetConf& c = ctx.conf;
+    std::string node;
+    try {
+        if (c.placement) node = node_name(*c.placement);
+    } catch (const base::Error&) {
+        // The record names the node when it can; the agent knows its own.
+    }
+    refusal_record::note(c.state_dir,
+                         {ctx.env.args.pod_namespace, ctx.env.args.pod_name, ctx.env.args.pod_uid, c.name, node, failed,
+                          details, c.on_refusal.evict, c.on_refusal.after, c.on_refusal.window_seconds},
+                         std::time(nullptr));
+}
+
 /// Logs what passed, and throws code 100 naming every constraint that did not; a refused
-/// ADD is counted (cni/refusals.h) for the operator's metrics.
-void enforce(const conf::NetConf& c, const std::vector<Verdict>& verdicts, bool count) {
+/// ADD is counted (cni/refusals.h) for the operator's metrics and recorded for the pod
+/// (refusal_record.h), with no API call.
+void enforce(const Context& ctx, const std::vector<Verdict>& verdicts, bool count) {
+    const conf::NetConf& c = ctx.conf;
     std::string names, details;
     std::vector<std::string> failed;
     for (auto& v : verdicts) {
@@ -180,7 +200,10 @@ void enforce(const conf::NetConf& c, const std::vector<Verdict>& verdicts, bool 
         }
     }
     if (failed.empty()) return;
-    if (count) refusals::count(c.state_dir, c.name, failed);
+    if (count) {
+        refusals::count(c.state_dir, c.name, failed);
+        record_refusal(ctx, failed, details);
+    }
     // The dispatcher logs the error (message and details) as it prints it.
     throw Error(kPlacement, "placement constraint not met: " + names, details);
 }
@@ -190,7 +213,7 @@ void enforce(const conf::NetConf& c, const std::vector<Verdict>& verdicts, bool 
 void check_placement(Context& ctx, const Subject& s, bool count_refusals) {
     const conf::NetConf& c = ctx.conf;
     if (!c.placement && !c.bandwidth) return;
-    enforce(c, evaluate_placement(c, s, pod_of(ctx)), count_refusals);
+    enforce(ctx, evaluate_placement(c, s, pod_of(ctx)), count_refusals);
 }
 
 // The check before any change (check_placement) read the ledger without a lock, so two
@@ -210,7 +233,7 @@ void admit_bandwidth(Context& ctx, const Subject& s, base::Rollback& undo) {
     BandwidthAdmission again = evaluate_bandwidth(c, s, pod);
     if (!again.admitted) {
         lock.release_created();
-        enforce(c, {again.verdict}, true);
+        enforce(ctx, {again.verdict}, true);
     }
     ledger::commit(c.state_dir, again.link, again.entry);
     ledger::record_capacity(c.state_dir, again.link, again.entry);

@@ -51,8 +51,10 @@ def snapshot_files(*roots):
 # The only things allowed to outlive every attachment (README: "What stays on the node"),
 # as paths relative to the test's temp dir (dataDir = ipam/, stateDir = state/). A
 # cursor may change its content; everything else must be gone or exactly as before.
-# The one trace a placement refusal (code 100) leaves: its counter, for the operator's metrics.
-REFUSAL_COUNTER = (r"state", r"state/metrics", r"state/metrics/refusals\.json")
+# The traces a placement refusal (code 100) leaves: its counter, for the operator's metrics,
+# and the pod's refusal record, for the refusal agent (an Event, an eviction) and explain --pod.
+REFUSAL_COUNTER = (r"state", r"state/metrics", r"state/metrics/refusals\.json",
+                   r"state/refused", r"state/refused/[a-z0-9-]+_[a-z0-9.-]+\.json")
 BOOKKEEPING = [re.compile(p) for p in (
     r"ipam",                                          # dataDir
     r"ipam/[^/.][^/]*",                               # <dataDir>/<net>/

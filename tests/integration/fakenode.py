@@ -207,6 +207,145 @@ def merge_patch(target, patch):
     return out
 
 
+# --- Events, Pods with owners, and the Eviction API (the refusal agent's calls) ---
+# Kept apart from the Node routes so that they merge easily with other extensions.
+
+def pdb_blocked_status(pdb="web-pdb", healthy=2, retry_after=None):
+    """The 429 the eviction subresource sends while a PodDisruptionBudget forbids the
+    eviction (kubernetes pkg/registry/core/pod/storage/eviction.go)."""
+    body = k8s_status(429, "Cannot evict pod as it would violate the pod's disruption budget.", "TooManyRequests")
+    body["details"] = {"causes": [{"reason": "DisruptionBudget",
+                                   "message": f"The disruption budget {pdb} needs {healthy} healthy pods and has "
+                                              f"{healthy} currently"}]}
+    if retry_after is not None:
+        body["details"]["retryAfterSeconds"] = retry_after
+    return body
+
+
+# More than one budget matches: 500 with no reason (finisher.go turns the Status into the code).
+MULTIPLE_PDBS = k8s_status(500, "This pod has more than one PodDisruptionBudget, which the eviction subresource "
+                                "does not support.")
+
+
+def owner_ref(kind, name, uid, api_version="apps/v1", controller=True):
+    """An ownerReference, as a controller sets it on its pods."""
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": controller,
+            "blockOwnerDeletion": True}
+
+
+def pod_object(ns, name, spec):
+    """The Pod served for an entry of the pods file: a node name (the old form), or
+    {"nodeName", "uid", "ownerReferences", "deletionTimestamp"}; uid defaults to
+    "uid-<ns>-<name>"."""
+    if not isinstance(spec, dict):
+        spec = {"nodeName": spec}
+    md = {"name": name, "namespace": ns, "uid": spec.get("uid", f"uid-{ns}-{name}")}
+    if spec.get("ownerReferences"):
+        md["ownerReferences"] = spec["ownerReferences"]
+    if spec.get("deletionTimestamp"):
+        md["deletionTimestamp"] = spec["deletionTimestamp"]
+    return {"kind": "Pod", "apiVersion": "v1", "metadata": md,
+            "spec": {"nodeName": spec.get("nodeName", ""), "containers": [{"name": "c"}]}}
+
+
+def pod_route(path):
+    """(ns, name, sub) for /api/v1/namespaces/<ns>/pods/<name>[/<sub>], else None."""
+    prefix = "/api/v1/namespaces/"
+    if not path.startswith(prefix):
+        return None
+    parts = path[len(prefix):].split("/")
+    if len(parts) in (3, 4) and parts[1] == "pods":
+        return parts[0], parts[2], (parts[3] if len(parts) == 4 else "")
+    return None
+
+
+def events_route(path):
+    """(ns, name) for /api/v1/namespaces/<ns>/events[/<name>] (name "" for the collection), else None."""
+    prefix = "/api/v1/namespaces/"
+    if not path.startswith(prefix):
+        return None
+    parts = path[len(prefix):].split("/")
+    if len(parts) in (2, 3) and parts[1] == "events":
+        return parts[0], (parts[2] if len(parts) == 3 else "")
+    return None
+
+
+class EventsAndEvictions:
+    """The server's Events ({"<ns>/<name>": Event}) and the pods evicted so far (served as
+    404 afterwards, as the pod is deleted). Both are in the events file, rewritten after
+    every change: {"events": {...}, "evicted": ["<ns>/<name>", ...]}."""
+
+    def __init__(self, path):
+        self.path = path
+        self.events, self.evicted = {}, []
+        self.rv = 1000
+        self.save()
+
+    def save(self):
+        if not self.path:
+            return
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"events": self.events, "evicted": self.evicted}, f)
+        os.replace(tmp, self.path)
+
+    def create_event(self, ns, body):
+        try:
+            ev = json.loads(body)
+        except ValueError as e:
+            return 400, k8s_status(400, f"error decoding event: {e}", "BadRequest")
+        md = ev.get("metadata") if isinstance(ev, dict) else None
+        if not isinstance(md, dict) or not md.get("name"):
+            return 422, k8s_status(422, "metadata.name: Required value", "Invalid")
+        inv = ev.get("involvedObject") or {}
+        # core/v1 validation of a legacy event: the namespaces agree.
+        if md.get("namespace", ns) != ns or inv.get("namespace", ns) != ns:
+            return 422, k8s_status(422, "involvedObject.namespace: does not match event.namespace", "Invalid")
+        key = f"{ns}/{md['name']}"
+        if key in self.events:
+            return 409, k8s_status(409, f"events \"{md['name']}\" already exists", "AlreadyExists")
+        self.rv += 1
+        md.update(namespace=ns, uid=f"ev-{self.rv}", resourceVersion=str(self.rv))
+        self.events[key] = ev
+        self.save()
+        return 201, ev
+
+    def patch_event(self, ns, name, content_type, body):
+        media = (content_type or "").split(";")[0].strip().lower()
+        if media != "application/strategic-merge-patch+json":
+            return 415, k8s_status(415, "the body of the request was in an unknown format", "UnsupportedMediaType")
+        key = f"{ns}/{name}"
+        if key not in self.events:
+            return 404, k8s_status(404, f"events \"{name}\" not found", "NotFound")
+        try:
+            patch = json.loads(body)
+        except ValueError as e:
+            return 400, k8s_status(400, f"error decoding patch: {e}", "BadRequest")
+        self.rv += 1
+        ev = merge_patch(self.events[key], patch)
+        ev["metadata"]["resourceVersion"] = str(self.rv)
+        self.events[key] = ev
+        self.save()
+        return 200, ev
+
+    def evict(self, ns, name, pods, body):
+        try:
+            ev = json.loads(body)
+        except ValueError as e:
+            return 400, k8s_status(400, f"error decoding eviction: {e}", "BadRequest")
+        if not isinstance(ev, dict) or ev.get("kind") != "Eviction" or \
+                ev.get("apiVersion") not in ("policy/v1", "policy/v1beta1"):
+            return 400, k8s_status(400, "not a policy/v1 Eviction", "BadRequest")
+        if (ev.get("metadata") or {}).get("name") != name:
+            return 400, k8s_status(400, "name in URL does not match name in Eviction object", "BadRequest")
+        key = f"{ns}/{name}"
+        if key not in pods or key in self.evicted:
+            return 404, k8s_status(404, f"pods \"{name}\" not found", "NotFound")
+        self.evicted.append(key)
+        self.save()
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
 class FakeApiServer:
     """The HTTPS API server as a child process in netns `ns`; `requests()` reads its log.
 
@@ -266,6 +405,7 @@ class FakeApiServer:
         self.watch_file = os.path.join(workdir, "api-watch.json")
         self.annotations_file = os.path.join(workdir, "api-annotations.json")
         self.state_file = os.path.join(workdir, "api-state.json")
+        self.events_file = os.path.join(workdir, "api-events.json")
         self.err = os.path.join(workdir, "api-server.err")
         self.set_nodes(nodes)
         self.set_pods(pods or {})
@@ -275,7 +415,7 @@ class FakeApiServer:
         cmd = ["nsenter", f"--net=/run/netns/{ns}", sys.executable, os.path.abspath(__file__), "serve",
                "--pki", pki, "--nodes", self.nodes_file, "--log", self.log, "--pods", self.pods_file,
                "--overrides", self.overrides_file, "--host", host, "--watch", self.watch_file,
-               "--annotations", self.annotations_file, "--state", self.state_file]
+               "--annotations", self.annotations_file, "--state", self.state_file, "--events", self.events_file]
         for t in [token] if isinstance(token, str) else (token or []):
             cmd += ["--token", t]
         if silent:
@@ -367,6 +507,29 @@ class FakeApiServer:
     def annotations(self, name):
         n = self.node(name)
         return dict((n or {}).get("metadata", {}).get("annotations") or {})
+
+    # --- Events and evictions (the refusal agent) ---
+    def events(self):
+        """The Events the server holds now: {"<ns>/<name>": Event}."""
+        if not os.path.exists(self.events_file):
+            return {}
+        with open(self.events_file) as f:
+            return json.load(f)["events"]
+
+    def evicted(self):
+        """The pods evicted so far, "<ns>/<name>", in order."""
+        if not os.path.exists(self.events_file):
+            return []
+        with open(self.events_file) as f:
+            return json.load(f)["evicted"]
+
+    def eviction_requests(self):
+        """The POSTs to pods/<name>/eviction so far, as logged (with their status)."""
+        return [r for r in self.requests() if r.get("method") == "POST" and r["path"].endswith("/eviction")]
+
+    def event_requests(self):
+        """The POSTs and PATCHes of Events so far, as logged."""
+        return [r for r in self.requests() if r.get("method") in ("POST", "PATCH") and events_route(r["path"].split("?")[0])]
 
     def stop(self):
         if self.proc.poll() is None:
@@ -523,6 +686,7 @@ def serve(args):
             return json.load(f)
 
     state = ApiState(args, load)
+    extra = EventsAndEvictions(args.events)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"   # keep-alive: every answer has a Content-Length or is chunked
@@ -590,13 +754,14 @@ def serve(args):
                     if obj is None:
                         return 404, k8s_status(404, f"nodes \"{name}\" not found", "NotFound")
                     return 200, state.served(obj)
-            parts = path[len(ns_prefix):].split("/") if path.startswith(ns_prefix) else []
-            if len(parts) == 3 and parts[1] == "pods":
-                ns, name = parts[0], parts[2]
-                if f"{ns}/{name}" not in pods:
+            route = pod_route(path)
+            if route and not route[2]:
+                ns, name, _ = route
+                with state.lock:
+                    gone = f"{ns}/{name}" in extra.evicted
+                if f"{ns}/{name}" not in pods or gone:
                     return 404, k8s_status(404, f"pods \"{name}\" not found", "NotFound")
-                return 200, {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": ns},
-                             "spec": {"nodeName": pods[f"{ns}/{name}"], "containers": [{"name": "c"}]}}
+                return 200, pod_object(ns, name, pods[f"{ns}/{name}"])
             return 404, k8s_status(404, "the server could not find the requested resource", "NotFound")
 
         def list_nodes(self, query):
@@ -621,10 +786,26 @@ def serve(args):
                 items = [state.served(state.objects[n]) for n in page]
             return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": md, "items": items}
 
+        def route_post(self, auth, path, body):
+            """POST of an Event or of a pod's eviction."""
+            if auth in ("none", "bad-token"):
+                return 401, k8s_status(401, "Unauthorized", "Unauthorized")
+            ev, pod = events_route(path), pod_route(path)
+            with state.lock:
+                if ev and not ev[1]:
+                    return extra.create_event(ev[0], body)
+                if pod and pod[2] == "eviction":
+                    return extra.evict(pod[0], pod[1], load(args.pods, {}), body)
+            return 405, k8s_status(405, "method POST not allowed", "MethodNotAllowed")
+
         def route_patch(self, auth, path, content_type, body):
             node_prefix = "/api/v1/nodes/"
             if auth in ("none", "bad-token"):
                 return 401, k8s_status(401, "Unauthorized", "Unauthorized")
+            ev = events_route(path)
+            if ev and ev[1]:
+                with state.lock:
+                    return extra.patch_event(ev[0], ev[1], content_type, body)
             if not path.startswith(node_prefix) or "/" in path[len(node_prefix):]:
                 return 404, k8s_status(404, "the server could not find the requested resource", "NotFound")
             name = path[len(node_prefix):]
@@ -747,6 +928,8 @@ def serve(args):
                     status, answer = self.route_get(auth, path, query)
                 elif method == "PATCH":
                     status, answer = self.route_patch(auth, path, self.headers.get("Content-Type"), body)
+                elif method == "POST":
+                    status, answer = self.route_post(auth, path, body)
                 else:
                     status, answer = 405, k8s_status(405, f"method {method} not allowed", "MethodNotAllowed")
             else:
@@ -859,6 +1042,7 @@ if __name__ == "__main__":
     s.add_argument("--watch")
     s.add_argument("--annotations")
     s.add_argument("--state")
+    s.add_argument("--events")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--token", action="append")
     s.add_argument("--silent", action="store_true")

@@ -164,7 +164,7 @@ class Manifests(unittest.TestCase):
         self.assertEqual(uses_1_1_0({"delegate": {"ipam": {"routes": [{"dst": "::/0", "mtu": 1400}]}}}),
                          ["delegate.ipam.routes[0].mtu"])
 
-    def test_the_cluster_role_grants_exactly_get_on_nodes_and_pods_and_patch_on_nodes_in_the_core_group(self):
+    def test_the_cluster_role_grants_exactly_what_the_code_calls_in_the_core_group(self):
         docs = load_yaml("rbac.yaml")
         self.assertEqual(sorted(d["kind"] for d in docs), ["ClusterRole", "ClusterRoleBinding", "ServiceAccount",
                                                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
@@ -175,7 +175,8 @@ class Manifests(unittest.TestCase):
             self.assertEqual(set(rule), {"apiGroups", "resources", "verbs"},
                              f"no resourceNames, nonResourceURLs or anything else: {rule}")
             grants |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
-        self.assertEqual(grants, {("", "nodes", "get"), ("", "pods", "get"), ("", "nodes", "patch")})
+        self.assertEqual(grants, {("", "nodes", "get"), ("", "pods", "get"), ("", "nodes", "patch"),
+                                  ("", "events", "create"), ("", "events", "patch"), ("", "pods/eviction", "create")})
 
     def test_the_admission_policy_holds_topocnis_service_account_to_its_own_nodes_facts_annotation(self):
         docs = load_yaml("rbac.yaml")
@@ -494,9 +495,11 @@ NODE_REPORT_METRICS = {
     "topocni_attachments": ("gauge", {"network", "attachment", "master"}),
     "topocni_ipam_addresses": ("gauge", {"network", "range_set", "state"}),
     "topocni_placement_refusals_total": ("counter", {"network", "constraint"}),
+    "topocni_evictions_total": ("counter", {"network", "outcome"}),
 }
 # The labels whose values are a closed set.
-METRIC_LABEL_VALUES = {"direction": {"egress", "ingress"}, "state": {"free", "used"}}
+METRIC_LABEL_VALUES = {"direction": {"egress", "ingress"}, "state": {"free", "used"},
+                      "outcome": {"evicted", "blocked", "skipped"}}
 # What Prometheus adds to every series it scrapes from node_exporter.
 TARGET_LABELS = {"instance", "job"}
 
@@ -707,6 +710,26 @@ def node_report_container():
     cm_name = next(v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v)
     cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == cm_name)
     return pod, c, cm["data"]
+
+
+class RefusalAgentInTheDaemonSet(unittest.TestCase):
+    def test_the_daemonset_runs_the_refusal_agent_on_the_node_state_dir_with_its_node_name(self):
+        docs = load_yaml("daemonset.yaml")
+        pod = one(docs, "DaemonSet")["spec"]["template"]["spec"]
+        c = next(c for c in pod["containers"] if c["name"] == "refusals")
+        self.assertEqual(c["command"][:2], ["/opt/cni/bin/topocni", "refusal-agent"])
+        state = c["command"][c["command"].index("--state-dir") + 1]
+        # It reads the records and removes those of gone pods, and counts evictions: the
+        # node's stateDir, writable; nothing else is mounted.
+        self.assertEqual(mount_host_path(pod, c, state), ("/var/lib/cni/topocni", False))
+        self.assertEqual([m["mountPath"] for m in c["volumeMounts"]], [state])
+        env = {e["name"]: e for e in c["env"]}
+        self.assertEqual(env["NODE_NAME"]["valueFrom"], {"fieldRef": {"fieldPath": "spec.nodeName"}})
+        sc = c["securityContext"]
+        self.assertFalse(sc.get("privileged", False))
+        self.assertFalse(sc["allowPrivilegeEscalation"])
+        self.assertTrue(sc["readOnlyRootFilesystem"])
+        self.assertEqual(pod["serviceAccountName"], "topocni")
 
 
 class NodeReportInTheDaemonSet(unittest.TestCase):
@@ -1160,6 +1183,11 @@ topocni_ipam_addresses{network="macvlan-net1",range_set="0",state="used"} 12
 topocni_placement_refusals_total{network="sriov-net1",constraint="topology.numaNode"} 3
 topocni_placement_refusals_total{network="macvlan-net1",constraint="bandwidth"} 0
 topocni_placement_refusals_total{network="macvlan-net1",constraint="nodeSelector"} 1
+# HELP topocni_evictions_total What the refusal agent did about pods of networks with onRefusal evict.
+# TYPE topocni_evictions_total counter
+topocni_evictions_total{network="sriov-net1",outcome="evicted"} 2
+topocni_evictions_total{network="sriov-net1",outcome="blocked"} 1
+topocni_evictions_total{network="sriov-net1",outcome="skipped"} 0
 """
 
 
