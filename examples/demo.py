@@ -106,8 +106,8 @@ def refuse(conf, pod, why):
                      if files().get(p) != before_files.get(p))
     same_links = (links(node), links(pods[pod])) == before_links
     print(f"nothing changed: links {'as before' if same_links else 'CHANGED'}; "
-          f"files changed: {changed or 'none'} (the refusal counter only)")
-    if not same_links or any(not c.startswith("state/metrics") for c in changed):
+          f"files changed: {changed or 'none'} (the refusal counter and the pod's refusal record only)")
+    if not same_links or any(not c.startswith(("state/metrics", "state/refused")) for c in changed):
         raise SystemExit("a refused ADD changed something")
     cni("DEL", conf, pod)   # what a runtime sends after a failed ADD: succeeds, changes nothing
 
