@@ -172,9 +172,11 @@ try:
     step("DEL pod 'trader', twice (the second finds nothing and still succeeds)")
     cni("DEL", good, "trader")
     cni("DEL", good, "trader")
-    # Bookkeeping (README, Files on the node): refusal counters, store locks, round-robin cursors, and the
-    # capacity the link's last admission counted against.
-    left = [p for p in files() if os.path.isfile(p) and "/metrics/" not in p and os.path.basename(p) != "lock"
+    # Bookkeeping (README, Files on the node): refusal counters, the refused pods' records (the refusal
+    # agent drops them when the pods are gone), store locks, round-robin cursors, and the capacity the link's
+    # last admission counted against.
+    left = [p for p in files() if os.path.isfile(p) and "/metrics/" not in p and "/refused/" not in p
+            and os.path.basename(p) != "lock"
             and not os.path.basename(p).startswith("last_reserved_ip")
             and not (os.path.basename(p) == "capacity" and "/bandwidth/" in p)]
     print(f"links in the node: {links(node)}; in the pod: {links(pods['trader'])}")

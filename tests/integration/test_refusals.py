@@ -290,6 +290,14 @@ class Events(RefusalCase):
         self.stop_agent(agent)
 
 
+def _empty_sysfs(tmp):
+    """A sysfs tree with nothing in it: node-report refuses a directory that is no sysfs."""
+    root = os.path.join(tmp, "emptysys")
+    for d in ("class/net", "bus/pci/devices", "devices/system/node"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    return root
+
+
 class Evictions(RefusalCase):
     def test_with_onrefusal_evict_and_a_replicaset_owner_the_nth_refusal_evicts_once(self):
         self.start_api(self.pod("web-1", [RS]))
@@ -318,7 +326,7 @@ class Evictions(RefusalCase):
         self.wait_for("the record dropped", lambda: self.record() is None)
         # node-report shows the counter.
         p = subprocess.run([BIN, "node-report", "--format", "prometheus", "--state-dir", self.state_dir,
-                            "--sysfs-root", os.path.join(self.tmp, "nosys")], capture_output=True, text=True, timeout=30)
+                            "--sysfs-root", _empty_sysfs(self.tmp)], capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p)
         self.assertIn("# TYPE topocni_evictions_total counter", p.stdout)
         self.assertIn(f'topocni_evictions_total{{network="{conf["name"]}",outcome="evicted"}} 1', p.stdout)
