@@ -332,8 +332,9 @@ Response Connection::request(const Request& r, std::chrono::milliseconds timeout
         auto read_all = [](auto& stream, auto& buf, auto& p, auto handler) { http::async_read(stream, buf, p, std::move(handler)); };
         auto ec = m.exchange(req, parser, read_all, deadline, timeout, where);
         // A kept connection the server closed while it was idle: the request never reached
-        // it; once more on a new connection.
-        if (ec && reused && attempt == 0 && !parser.got_some() && Impl::closed_while_idle(ec)) {
+        // it; once more on a new connection. Not a POST: had it reached the server after all,
+        // a second one would create a second object.
+        if (ec && reused && attempt == 0 && !parser.got_some() && Impl::closed_while_idle(ec) && r.method != "POST") {
             m.close();
             continue;
         }

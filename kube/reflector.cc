@@ -31,10 +31,15 @@ void reflect(Client& client, const std::string& path, const std::string& resourc
                 rv = page.resource_version;
                 listed = true;
             }
+            auto began = std::chrono::steady_clock::now();
+            bool any = false;
             rv = client.watch(path, rv, resource, [&](const Event& e) {
+                any = true;
                 h.event(e);
                 return true;
             }, stop, watch_timeout);
+            // A server that ends every WATCH at once would otherwise be asked again and again.
+            if (!any && std::chrono::steady_clock::now() - began < std::chrono::seconds(1)) pause(1, stop);
             backoff = 1;
         } catch (const Error& e) {
             if (e.http_status == 410) {   // too old: only a new list brings the view back
