@@ -22,6 +22,7 @@
 
 #include "cni/attach/attachment.h"
 #include "cni/attach/sriov_state.h"
+#include "base/files.h"
 #include "base/hash.h"
 #include "cni/cli/cli.h"
 #include "cni/cli/node_facts.h"
@@ -49,16 +50,7 @@ std::string read_trim(const std::string& path) {
     return s;
 }
 
-std::vector<std::string> entries(const std::string& dir) {
-    std::vector<std::string> out;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (auto* e = ::readdir(d))
-            if (e->d_name[0] != '.') out.push_back(e->d_name);
-        ::closedir(d);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-}
+std::vector<std::string> entries(const std::string& dir) { return base::fs::list_dir(dir); }
 
 bool exists(const std::string& p) {
     struct stat st;

@@ -22,16 +22,7 @@ std::string file_name(const std::string& network, const std::string& cid, const 
 
 constexpr const char* kCapacity = "capacity";
 
-std::vector<std::string> names(const std::string& path) {
-    std::vector<std::string> out;
-    if (DIR* d = ::opendir(path.c_str())) {
-        while (auto* e = ::readdir(d))
-            if (e->d_name[0] != '.') out.push_back(e->d_name);
-        ::closedir(d);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-}
+std::vector<std::string> names(const std::string& path) { return base::fs::list_dir(path); }
 
 }  // namespace
 
