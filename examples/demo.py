@@ -9,7 +9,10 @@ A node netns with a NIC (a veth standing in for it, described by a fake sysfs tr
      the NIC; and nothing changed;
   3. `topocni explain` says why for the oversubscribing network;
   4. `topocni node-report` as NFD labels and as Prometheus metrics;
-  5. DEL, and nothing is left.
+  5. DEL, and nothing is left;
+  6. the scheduler side: this node's facts document and two made from it, kube-scheduler's
+     filter request to `topocni scheduler-extender` naming why two nodes fail, and ADD of an
+     SR-IOV pod on the node it chose.
 Writes only under a temp dir; removes every namespace it made.
 """
 import json
@@ -112,6 +115,107 @@ def refuse(conf, pod, why):
     cni("DEL", conf, pod)   # what a runtime sends after a failed ADD: succeeds, changes nothing
 
 
+def scheduler_side():
+    """Three nodes' published facts (this node's, and two made from it: its PF on NUMA node 1,
+    and every VF in use), a NAD asking for a VF on NUMA node 0, kube-scheduler's filter
+    request to `topocni scheduler-extender` (fed by a stand-in API on loopback), and ADD on
+    the node it chose."""
+    import copy
+    import http.client
+    import signal
+    import socket
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    step("the scheduler side: this node's facts as node-report --publish puts them on its Node")
+    doc = json.loads(sh(binary, "node-report", "--format", "facts", "--sysfs-root", sysfs, "--state-dir", state_dir,
+                        "--node", "demo-node", ns=node, show=False))
+    pf = doc["pfs"][0]
+    print(f"$ topocni node-report --format facts    # PF {pf['pci']} on NUMA node {pf['numaNode']}, "
+          f"{pf['freeVFs']} of {pf['configuredVFs']} VFs free, {len(json.dumps(doc))} bytes")
+    numa1 = copy.deepcopy(doc)
+    numa1["node"] = "worker-b"
+    numa1["pfs"][0]["numaNode"] = 1
+    numa1["pfs"][0]["vfNumaNodes"] = {}
+    full = copy.deepcopy(doc)
+    full["node"] = "worker-c"
+    full["pfs"][0]["vfsInUse"] = {vf: "another-pod" for vf in full["pfs"][0]["vfs"]}
+    full["pfs"][0]["inUseVFs"], full["pfs"][0]["freeVFs"] = len(full["pfs"][0]["vfs"]), 0
+    print("worker-b: the same, but its PF on NUMA node 1; worker-c: the same, every VF in use")
+    nodes = [{"metadata": {"name": d["node"], "resourceVersion": "1", "labels": {},
+                           "annotations": {"topocni.io/facts": json.dumps(d)}}} for d in (doc, numa1, full)]
+    conf = {"cniVersion": "1.0.0", "name": "sriov-net", "type": "topocni", "attachment": "sriov",
+            "topology": {"numaNode": 0}, "stateDir": state_dir, "sysfsRoot": sysfs}
+    nad = {"metadata": {"name": "sriov-net", "namespace": "default", "resourceVersion": "1"},
+           "spec": {"config": json.dumps(conf)}}
+    lists = {"/api/v1/nodes": nodes, "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions": [nad],
+             "/api/v1/pods": []}
+
+    class Api(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            path, _, query = self.path.partition("?")
+            if "watch=1" in query:
+                time.sleep(30)
+                return
+            body = json.dumps({"metadata": {"resourceVersion": "1"}, "items": lists.get(path, [])}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    api = ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    api.daemon_threads = True
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    kc = os.path.join(tmp, "kubeconfig")
+    with open(kc, "w") as f:
+        f.write(f"apiVersion: v1\nkind: Config\nclusters:\n- cluster: {{server: 'http://127.0.0.1:{api.server_address[1]}'}}\n"
+                "  name: c\ncontexts:\n- context: {cluster: c, user: u}\n  name: x\ncurrent-context: x\n"
+                "users:\n- name: u\n  user: {token: demo}\n")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    step("topocni scheduler-extender, asked as kube-scheduler asks (nodeCacheCapable: true)")
+    print(f"$ topocni scheduler-extender --listen 127.0.0.1:{port} --url-prefix /scheduler")
+    ext = subprocess.Popen([binary, "scheduler-extender", "--listen", f"127.0.0.1:{port}", "--kubeconfig", kc,
+                            "--url-prefix", "/scheduler"], stderr=subprocess.DEVNULL)
+    try:
+        pod_obj = {"metadata": {"name": "dpdk-0", "namespace": "default", "uid": "d0",
+                                "annotations": {"k8s.v1.cni.cncf.io/networks": "sriov-net"}}}
+        request = {"Pod": pod_obj, "Nodes": None, "NodeNames": ["demo-node", "worker-b", "worker-c"]}
+        answer = None
+        for _ in range(200):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                c.request("POST", "/scheduler/filter", json.dumps(request))
+                answer = json.loads(c.getresponse().read())
+                if answer.get("NodeNames") and answer.get("FailedNodes"):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        print("$ POST /scheduler/filter  " + json.dumps(request)[:150] + " ...")
+        print(json.dumps(answer, indent=1))
+        if not answer or answer.get("NodeNames") != ["demo-node"]:
+            raise SystemExit("the extender did not choose demo-node")
+    finally:
+        ext.send_signal(signal.SIGTERM)
+        ext.wait(timeout=20)
+        api.shutdown()
+    step("ADD the pod on the node the extender chose: Multus passes the VF the device plugin gave it")
+    make_pod("dpdk")
+    vf = doc["pfs"][0]["vfs"][0]
+    added = cni("ADD", dict(conf, deviceID=vf), "dpdk")
+    print(f"attached: VF {vf} (bound to vfio-pci, so it stays on the node for DPDK); result: {json.dumps(added)}")
+    cni("DEL", dict(conf, deviceID=vf), "dpdk")
+
+
 try:
     step("a node netns with a 1 Gb/s NIC on NUMA node 0 (a veth, described by a fake sysfs tree with 4 VFs)")
     sh("ip", "netns", "add", node)
@@ -183,7 +287,9 @@ try:
     print(f"files left besides bookkeeping: {left or 'none'}")
     if left or links(pods["trader"]) != ["lo"]:
         raise SystemExit("DEL left something behind")
-    print("\ndemo finished: one pod attached and shaped, three refused with their reasons, nothing left")
+    scheduler_side()
+    print("\ndemo finished: one pod attached and shaped, three refused with their reasons, nothing left; "
+          "the scheduler extender chose the node where an SR-IOV pod fits, and ADD attached it there")
 finally:
     for ns in list(pods.values()) + [node]:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
