@@ -147,7 +147,7 @@ NodeFacts read_node_facts(const FactsOptions& o) {
         // Every physical link can be a master: its links are counted (when the kernel has it).
         count_links_on(f, o.sysfs_root, ifname);
         auto pci = tree.netdev_pci(ifname);
-        if (pci && exists(tree.pci_path(*pci) + "/sriov_totalvfs")) gather_pci(f, o.sysfs_root, *pci, in_use, "");
+        if (pci && exists(tree.pci_path(*pci) + "/sriov_totalvfs")) gather_pci(f, o.sysfs_root, *pci, in_use, "", true);
     }
     for (auto& m : masters) count_links_on(f, o.sysfs_root, m);
     for (auto& link : ledger::links(o.state_dir)) {

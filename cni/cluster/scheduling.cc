@@ -65,6 +65,20 @@ std::vector<size_t> pool_pfs(const NodeFacts& f, const std::string& resource) {
     return out;
 }
 
+/// A device on `master`, as placement describes it.
+Device master_dev(const std::string& master) {
+    Device d;
+    d.kind = Device::Kind::Master;
+    d.name = master;
+    d.label = "master '" + master + "'";
+    return d;
+}
+
+/// The ledger a master's bandwidth is admitted on (its PF's, when it is one), as ADD finds it.
+std::string ledger_of_master(const NodeFacts& f, const std::string& master) {
+    return shared_link(f, master_dev(master)).key;
+}
+
 bool wants_vf(const PodNetwork::Parsed& p, const PodNetwork& n) {
     return p.kind_name == "sriov" || (p.kind_name == "delegate" && !n.resource_name.empty());
 }
@@ -86,8 +100,7 @@ void reserve(NodeFacts& f, const PendingPod& pod) {
             if (net.name == p.conf.name)
                 for (auto& s : net.sets) ++s.used;
         if (p.conf.bandwidth && p.master) {
-            std::string key = *p.master;
-            if (auto* l = f.link(*p.master); l && !l->pf.empty()) key = l->pf;
+            std::string key = ledger_of_master(f, *p.master);
             for (auto& led : f.ledgers)
                 if (led.link == key) {
                     led.egress_bps += p.conf.bandwidth->egress ? p.conf.bandwidth->egress->rate_bps : 0;
@@ -148,10 +161,8 @@ double headroom(const PodNetwork::Parsed& p, const NodeFacts& f, const std::stri
         for (auto& s : n->sets)
             if (s.size > 0) h = std::min(h, std::max(0.0, (double(s.size) - double(s.used) - 1) / double(s.size)));
     if (p.conf.bandwidth && p.master) {
-        std::string key = *p.master;
-        if (auto* l = f.link(*p.master); l && !l->pf.empty()) key = l->pf;
         auto* l = f.link(*p.master);
-        auto* led = f.ledger_of(key);
+        auto* led = f.ledger_of(ledger_of_master(f, *p.master));
         double cap = led && led->capacity && led->capacity->capacity_bps
                          ? double(led->capacity->capacity_bps) * led->capacity->overcommit
                          : l && l->speed_mbps ? double(*l->speed_mbps) * 1e6 : 0;
@@ -339,9 +350,7 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
                     fail(n, "master not found", "master '" + *p.master + "' does not exist on node " + node.name, true);
                     continue;
                 }
-                d.kind = Device::Kind::Master;
-                d.name = *p.master;
-                d.label = "master '" + *p.master + "'";
+                d = master_dev(*p.master);
             }
             candidates.push_back(d);
         } else {

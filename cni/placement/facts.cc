@@ -147,7 +147,8 @@ void gather_numa(NodeFacts& f, const std::string& sysfs) {
 }
 
 void gather_pci(NodeFacts& f, const std::string& sysfs, const std::string& pci,
-                const std::function<std::vector<std::string>(const std::string& pf)>& in_use, const std::string& vf) {
+                const std::function<std::vector<std::string>(const std::string& pf)>& in_use, const std::string& vf,
+                bool all_vfs) {
     netns::sysfs::Tree tree(sysfs);
     PfFacts* pf = nullptr;
     for (auto& p : f.pfs)
@@ -162,29 +163,34 @@ void gather_pci(NodeFacts& f, const std::string& sysfs, const std::string& pci,
         }
         n.numa = topo::read_numa_node(tree.pci_path(pci) + "/numa_node");
         n.total_vfs = read_number(tree.pci_path(pci) + "/sriov_totalvfs").value_or(0);
+        n.vfs_listed = false;
+        f.pfs.push_back(std::move(n));
+        pf = &f.pfs.back();
+    }
+    auto add = [&](const std::string& v, bool held) {
+        for (auto& x : pf->vfs)
+            if (x.pci == v) {
+                x.in_use = x.in_use || held;
+                return;
+            }
+        pf->vfs.push_back({v, topo::read_numa_node(tree.pci_path(v) + "/numa_node"), held, ""});
+    };
+    // Every VF of the PF, and which are in use, only for what counts them
+    // (maxAttachmentsPerMaster, node-report): an ADD that only asks its VF's NUMA node or
+    // speed reads nothing of the others.
+    if (all_vfs && !pf->vfs_listed) {
         long long configured = read_number(tree.pci_path(pci) + "/sriov_numvfs").value_or(0);
-        std::vector<std::string> used;
-        n.usage_known = static_cast<bool>(in_use);
-        if (in_use) used = in_use(pci);
-        auto add = [&](const std::string& v, bool held) {
-            for (auto& x : n.vfs)
-                if (x.pci == v) {
-                    x.in_use = x.in_use || held;
-                    return;
-                }
-            n.vfs.push_back({v, topo::read_numa_node(tree.pci_path(v) + "/numa_node"), held, ""});
-        };
         for (long long i = 0; i < configured && i < 65536; ++i) {
             std::string v = link_target(tree.pci_path(pci) + "/virtfn" + std::to_string(i));
             if (!v.empty()) add(v, false);
         }
+        pf->usage_known = static_cast<bool>(in_use);
         // Records name VFs in use; a VF sysfs shows only by its physfn link is a VF too.
-        for (auto& v : used) add(v, true);
-        f.pfs.push_back(std::move(n));
-        pf = &f.pfs.back();
+        if (in_use)
+            for (auto& v : in_use(pci)) add(v, true);
+        pf->vfs_listed = true;
     }
-    if (!vf.empty() && !f.vf(vf).second)
-        pf->vfs.push_back({vf, topo::read_numa_node(tree.pci_path(vf) + "/numa_node"), false, ""});
+    if (!vf.empty()) add(vf, false);
 }
 
 void gather_link(NodeFacts& f, const std::string& sysfs, const std::string& name, const std::string& links_kind,
@@ -249,11 +255,11 @@ void gather_device(NodeFacts& f, const conf::NetConf& c, const Device& d, const 
     gather_numa(f, c.sysfs_root);
     if (d.kind == Device::Kind::Pci) {
         auto pf = netns::sysfs::Tree(c.sysfs_root).physfn(d.name);
-        if (pf) gather_pci(f, c.sysfs_root, *pf, d.in_use_on_pf, d.name);
-        else gather_pci(f, c.sysfs_root, d.name, nullptr, "");
+        if (pf) gather_pci(f, c.sysfs_root, *pf, d.in_use_on_pf, d.name, count_links);
+        else gather_pci(f, c.sysfs_root, d.name, nullptr, "", count_links);
     } else if (d.kind == Device::Kind::Master) {
         gather_link(f, c.sysfs_root, d.name, d.link_kind, count_links, pod);
-        if (auto* l = f.link(d.name); l && !l->pf.empty()) gather_pci(f, c.sysfs_root, l->pf, d.in_use_on_pf, "");
+        if (auto* l = f.link(d.name); l && !l->pf.empty()) gather_pci(f, c.sysfs_root, l->pf, d.in_use_on_pf, "", false);
     }
 }
 

@@ -41,11 +41,12 @@ NodeLabels node_labels(const conf::NetConf& c, const PodInfo& pod, const EvalOpt
 
 /// NUMA nodes and their CPUs.
 void gather_numa(NodeFacts& f, const std::string& sysfs);
-/// A PCI device and, when it is a PF, its configured VFs with their NUMA nodes; `in_use`
-/// (may be empty: unknown) says which VFs attachments hold; `vf` (may be empty) is a VF of
-/// it that must be among them. Idempotent.
+/// A PCI device; with `all_vfs`, when it is a PF, its configured VFs with their NUMA nodes
+/// and, from `in_use` (may be empty: unknown), which of them attachments hold; `vf` (may be
+/// empty) is a VF of it that must be among them. Idempotent.
 void gather_pci(NodeFacts& f, const std::string& sysfs, const std::string& pci,
-                const std::function<std::vector<std::string>(const std::string& pf)>& in_use, const std::string& vf);
+                const std::function<std::vector<std::string>(const std::string& pf)>& in_use, const std::string& vf,
+                bool all_vfs);
 /// A netdev used as a master: its device, NUMA node, speed; with `count_links`, the links
 /// of `links_kind` on it (not counting `pod`'s own). Throws code 7 (as macvlans_on_master)
 /// when counting links on a master that does not exist.
@@ -56,8 +57,8 @@ void gather_ledger(NodeFacts& f, const std::string& state_dir, const std::string
                    const PodInfo& pod);
 /// The host-local pool of `network`, per range set, without `pod`'s own reservation.
 void gather_pool(NodeFacts& f, const ipam::Config& pool, const std::string& network, const PodInfo& pod);
-/// The device's part of the node: its PCI device and PF, or its master, with what the
-/// constraints of `c` need.
+/// The device's part of the node: its PCI device and PF, or its master; with
+/// `count_links`, what is already on it (the links on a master, a PF's VFs in use).
 void gather_device(NodeFacts& f, const conf::NetConf& c, const Device& d, const PodInfo& pod, bool count_links);
 
 // ---- the facts of one device, as words: the same from a live read and a published document ----

@@ -42,6 +42,7 @@ struct PfFacts {
     std::string resource_name;                 ///< the SR-IOV device plugin's, from kubelet's checkpoint
     long long total_vfs = 0;                   ///< sriov_totalvfs
     bool usage_known = true;                   ///< false: nothing records which VFs are in use
+    bool vfs_listed = true;                    ///< read live for one device: every VF read yet (never published)
     std::vector<VfFacts> vfs;                  ///< configured VFs (sriov_numvfs), in virtfn order
 };
 
