@@ -3,6 +3,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -134,7 +135,11 @@ void serve(const Options& o, const Handler& handler, const std::atomic<bool>& st
         if (ec) throw Error(Error::Kind::Invalid, "--tls-key '" + o.tls_key + "': " + ec.message());
     }
     net::io_context ioc;
-    tcp::acceptor acceptor(ioc);
+    // Several threads run `ioc`: the acceptor and the stop timer share one strand, so that
+    // closing the acceptor never races an accept completing on another thread; each session
+    // gets a strand of its own (its read and its time-out timer must not run at once).
+    auto control = net::make_strand(ioc);
+    tcp::acceptor acceptor(control);
     auto ep = endpoint_of(o.listen);
     boost::system::error_code ec;
     acceptor.open(ep.protocol(), ec);
@@ -144,10 +149,17 @@ void serve(const Options& o, const Handler& handler, const std::atomic<bool>& st
     if (ec) throw Error(Error::Kind::Invalid, "cannot listen on " + o.listen + ": " + ec.message());
     if (on_listening) on_listening(acceptor.local_endpoint().port());
 
+    net::steady_timer retry(control);
     std::function<void()> accept = [&] {
-        acceptor.async_accept([&](boost::system::error_code aec, tcp::socket sock) {
+        acceptor.async_accept(net::make_strand(ioc), [&](boost::system::error_code aec, tcp::socket sock) {
             if (aec) {
-                if (acceptor.is_open()) accept();
+                if (!acceptor.is_open()) return;
+                // Out of file descriptors and the like: try again a little later, not in a busy loop.
+                base::log::warn("accept failed: " + aec.message());
+                retry.expires_after(std::chrono::milliseconds(100));
+                retry.async_wait([&](boost::system::error_code) {
+                    if (acceptor.is_open()) accept();
+                });
                 return;
             }
             if (shared.live.load() >= o.max_connections) {
@@ -172,7 +184,7 @@ void serve(const Options& o, const Handler& handler, const std::atomic<bool>& st
         });
     };
     accept();
-    net::steady_timer watch(ioc);
+    net::steady_timer watch(control);
     std::chrono::steady_clock::time_point until;
     std::function<void()> drain = [&] {
         // The requests in flight finish, each bounded by request_timeout.
@@ -185,6 +197,7 @@ void serve(const Options& o, const Handler& handler, const std::atomic<bool>& st
         watch.async_wait([&](boost::system::error_code) {
             if (!stop) return poll_stop();
             acceptor.close();
+            retry.cancel();
             until = std::chrono::steady_clock::now() + o.request_timeout;
             drain();
         });
