@@ -23,6 +23,7 @@ void add_explain(CLI::App& app, int& status);
 void add_collect(CLI::App& app, int& status);
 void add_api(CLI::App& app, int& status);
 void add_scheduler_extender(CLI::App& app, int& status);
+void add_admission_webhook(CLI::App& app, int& status);
 void add_validate(CLI::App& app, int& status);
 void add_refusal_agent(CLI::App& app, int& status);
 

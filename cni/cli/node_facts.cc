@@ -149,7 +149,9 @@ NodeFacts read_node_facts(const FactsOptions& o) {
         auto pci = tree.netdev_pci(ifname);
         if (pci && exists(tree.pci_path(*pci) + "/sriov_totalvfs")) gather_pci(f, o.sysfs_root, *pci, in_use, "", true);
     }
-    for (auto& m : masters) count_links_on(f, o.sysfs_root, m);
+    masters.insert(o.masters.begin(), o.masters.end());
+    for (auto& m : masters)
+        if (!f.link(m)) count_links_on(f, o.sysfs_root, m);
     for (auto& link : ledger::links(o.state_dir)) {
         gather_ledger(f, o.state_dir, link, "", {});
         if (!netns::sysfs::is_pci_address(link) && !f.link(link)) gather_link(f, o.sysfs_root, link, "macvlan", false, {});

@@ -5,6 +5,7 @@
 // (cni/placement/facts.h).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "cni/placement/node_facts.h"
 
@@ -15,6 +16,7 @@ struct FactsOptions {
     std::string state_dir = "/var/lib/cni/topocni";
     std::string kubelet_root_dir = "/var/lib/kubelet";   ///< the device plugins' checkpoint (resourceName)
     std::string node;                                     ///< the Node's name, for the document
+    std::vector<std::string> masters;                     ///< named by NADs: described even with no link on them yet
 };
 
 /// Throws code 7 when sysfs_root has no class/net (not a sysfs).

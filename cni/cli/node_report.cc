@@ -456,6 +456,8 @@ void add_node_report(CLI::App& app, int& status) {
     cmd->add_option("--api-timeout", o->pub.api_timeout, "--publish: seconds per API request")
         ->check(CLI::Range(0.5, 120.0))
         ->capture_default_str();
+    cmd->add_flag("!--no-capacities", o->pub.capacities,
+                  "--publish: leave the Node's extended resources alone (no list/watch of NADs needed)");
     cmd->add_flag("--once", o->pub.once, "--publish: publish if needed, then exit (0: the Node has the facts)");
     cmd->footer("Examples:\n  topocni node-report\n"
                 "  topocni node-report --output /etc/kubernetes/node-feature-discovery/features.d/topocni\n"

@@ -9,15 +9,19 @@
 #include <chrono>
 #include <ctime>
 #include <optional>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "base/fd.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "cni/cli/api_credentials.h"
+#include "cni/cluster/resources.h"
 #include "cni/error.h"
 #include "kube/client.h"
 #include "kube/error.h"
+#include "kube/reflector.h"
 
 namespace cni::cli {
 
@@ -81,18 +85,107 @@ private:
     bool dir_watched_ = false, first_ = true;
 };
 
+/// What the publisher reads from the API besides its own Node's annotation: the NADs
+/// (each parsed once per version) and its own Node (labels, status), each kept by a
+/// LIST+WATCH; `changed` wakes the publisher.
+class ClusterView {
+public:
+    void replace_nads(const std::vector<json>& items) {
+        std::lock_guard<std::mutex> l(mu_);
+        std::map<std::string, Nad> fresh;
+        for (auto& n : items) fresh[key_of(n)] = parse(n);
+        nads_ = std::move(fresh);
+        nads_listed_ = true;
+        changed = true;
+    }
+    void nad_event(const kube::Event& e) {
+        std::lock_guard<std::mutex> l(mu_);
+        if (e.type == "DELETED") nads_.erase(key_of(e.object));
+        else if (e.type == "ADDED" || e.type == "MODIFIED") nads_[key_of(e.object)] = parse(e.object);
+        else return;
+        changed = true;
+    }
+    void replace_node(const std::vector<json>& items) {
+        std::lock_guard<std::mutex> l(mu_);
+        node_ = items.empty() ? json() : items.front();
+        node_listed_ = true;
+        changed = true;
+    }
+    void node_event(const kube::Event& e) {
+        std::lock_guard<std::mutex> l(mu_);
+        if (e.type == "DELETED") node_ = json();
+        else if (e.type == "ADDED" || e.type == "MODIFIED") node_ = e.object;
+        else return;
+        changed = true;
+    }
+    /// The capacity just sent, until the watch brings the Node back with it.
+    void sent(const json& capacity, const json& allocatable) {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!node_.is_object()) return;
+        node_["status"]["capacity"] = capacity;
+        node_["status"]["allocatable"] = allocatable;
+    }
+    bool synced() const {
+        std::lock_guard<std::mutex> l(mu_);
+        return nads_listed_ && node_listed_;
+    }
+    std::vector<cluster::PodNetwork> networks() const {
+        std::lock_guard<std::mutex> l(mu_);
+        std::vector<cluster::PodNetwork> out;
+        for (auto& [k, n] : nads_) out.push_back(n.net);
+        return out;
+    }
+    json node() const {
+        std::lock_guard<std::mutex> l(mu_);
+        return node_;
+    }
+    std::atomic<bool> changed{false};
+
+private:
+    struct Nad {
+        cluster::PodNetwork net;
+    };
+    static std::string key_of(const json& o) {
+        auto md = o.value("metadata", json::object());
+        return md.value("namespace", std::string()) + "/" + md.value("name", std::string());
+    }
+    static Nad parse(const json& nad) {
+        auto md = nad.value("metadata", json::object());
+        cluster::NetworkSelection s{md.value("namespace", std::string()), md.value("name", std::string()), ""};
+        return {cluster::pod_network(s, &nad)};
+    }
+    mutable std::mutex mu_;
+    std::map<std::string, Nad> nads_;
+    json node_;
+    bool nads_listed_ = false, node_listed_ = false;
+};
+
+/// RFC 6901: "~" and "/" inside one reference token.
+std::string pointer_token(const std::string& s) {
+    std::string out;
+    for (char c : s) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    return out;
+}
+
 class Publisher {
 public:
-    explicit Publisher(const PublishOptions& o) : o_(o) {}
+    Publisher(const PublishOptions& o, ClusterView* view) : o_(o), view_(view) {}
 
     /// Reads the facts and PATCHes them when the Node's copy differs or is due a heartbeat;
     /// true when the Node carries them now. API failures are logged and return false.
     bool step() {
-        NodeFacts f = read_node_facts(o_.facts);
+        FactsOptions fo = o_.facts;
+        std::vector<cluster::PodNetwork> nets;
+        if (view_) {
+            nets = view_->networks();
+            fo.masters = cluster::masters_of(nets);
+        }
+        NodeFacts f = read_node_facts(fo);
         std::string content = facts_content(f);
         try {
             if (!client_) connect();
             if (!known_) learn_what_the_node_has();
+            if (view_ && view_->synced()) keep_capacities(f, nets);
             bool due = sent_at_ && std::time(nullptr) - *sent_at_ >= static_cast<std::time_t>(o_.heartbeat);
             if (content == sent_ && !due) return true;
             std::string text = to_json(f).dump();
@@ -122,6 +215,59 @@ public:
     double backoff() const { return failures_ ? std::min(60.0, double(1u << std::min(failures_ - 1, 6))) : 0; }
 
 private:
+    /// The Node's topocni extended resources made what the facts and NADs say: added or
+    /// changed, and removed when no NAD offers them any more. Allocatable gets the same
+    /// (kubelet would copy it at its next status update; the scheduler reads allocatable).
+    void keep_capacities(const NodeFacts& f, const std::vector<cluster::PodNetwork>& nets) {
+        json node = view_->node();
+        if (!node.is_object()) return;   // not there (yet): the watch brings it
+        std::map<std::string, std::string> labels;
+        if (auto md = node.find("metadata"); md != node.end() && md->is_object())
+            if (auto l = md->find("labels"); l != md->end() && l->is_object())
+                for (auto it = l->begin(); it != l->end(); ++it)
+                    if (it->is_string()) labels[it.key()] = it->get<std::string>();
+        cluster::Resources want = cluster::capacities(nets, f, labels);
+        json status = node.value("status", json::object());
+        if (!status.is_object()) status = json::object();
+        json patch = json::array();
+        std::string said;
+        json after[2];
+        const char* keys[2] = {"capacity", "allocatable"};
+        for (int i = 0; i < 2; ++i) {
+            json have = status.value(keys[i], json::object());
+            if (!have.is_object()) have = json::object();
+            json next = have;
+            for (auto& [name, v] : want) next[name] = std::to_string(v);
+            for (auto it = have.begin(); it != have.end(); ++it)
+                if (cluster::is_topocni_resource(it.key()) && !want.count(it.key())) next.erase(it.key());
+            after[i] = next;
+            if (next == have) continue;
+            if (!node.contains("status") || !node["status"].is_object()) {
+                patch.push_back({{"op", "add"}, {"path", "/status"}, {"value", json::object()}});
+                node["status"] = json::object();
+            }
+            if (!status.contains(keys[i]) || !status[keys[i]].is_object()) {
+                patch.push_back({{"op", "add"}, {"path", std::string("/status/") + keys[i]}, {"value", next}});
+                continue;
+            }
+            for (auto it = next.begin(); it != next.end(); ++it)
+                if (!have.contains(it.key()) || have[it.key()] != *it) {
+                    patch.push_back({{"op", "add"}, {"path", std::string("/status/") + keys[i] + "/" + pointer_token(it.key())}, {"value", *it}});
+                    if (i == 0) said += (said.empty() ? "" : ", ") + it.key() + "=" + it->get<std::string>();
+                }
+            for (auto it = have.begin(); it != have.end(); ++it)
+                if (!next.contains(it.key())) {
+                    patch.push_back({{"op", "remove"}, {"path", std::string("/status/") + keys[i] + "/" + pointer_token(it.key())}});
+                    if (i == 0) said += (said.empty() ? "" : ", ") + std::string("removed ") + it.key();
+                }
+        }
+        if (patch.empty()) return;
+        client_->patch("/api/v1/nodes/" + kube::url_escape(o_.facts.node) + "/status", patch, "application/json-patch+json",
+                       "node '" + o_.facts.node + "' status", "nodes");
+        view_->sent(after[0], after[1]);
+        base::log::info("extended resources of node '" + o_.facts.node + "': " + (said.empty() ? "allocatable updated" : said));
+    }
+
     void connect() {
         client_ = std::make_unique<kube::Client>(pick_kubeconfig(o_.kubeconfig, o_.kubeconfig_set), std::chrono::milliseconds(
                                                                            static_cast<long long>(o_.api_timeout * 1000)));
@@ -148,6 +294,7 @@ private:
     }
 
     const PublishOptions& o_;
+    ClusterView* view_;
     std::unique_ptr<kube::Client> client_;
     bool known_ = false;
     std::string sent_;                      ///< facts_content of what the Node carries
@@ -158,7 +305,47 @@ private:
 }  // namespace
 
 int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
-    Publisher p(o);
+    std::unique_ptr<ClusterView> view;
+    std::vector<std::thread> loops;
+    std::atomic<bool> loops_stop{false};
+    if (o.capacities) {
+        view = std::make_unique<ClusterView>();
+        auto kc = pick_kubeconfig(o.kubeconfig, o.kubeconfig_set);
+        auto timeout = std::chrono::milliseconds(static_cast<long long>(o.api_timeout * 1000));
+        const std::string node_path = "/api/v1/nodes?fieldSelector=" + kube::url_escape("metadata.name=" + o.facts.node);
+        if (o.once) {
+            kube::Client c(kc, timeout);
+            try {
+                view->replace_nads(c.list("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions", "network-attachment-definitions").items);
+                view->replace_node(c.list(node_path, "nodes").items);
+            } catch (const base::Error& e) {
+                base::log::warn(std::string("extended resources not kept: ") + e.what());
+            }
+        } else {
+            auto loop = [&, kc, timeout](std::string path, std::string resource, auto replace, auto event) {
+                loops.emplace_back([=, &view, &loops_stop, &stop] {
+                    kube::Client client(kc, timeout);
+                    kube::ReflectorHandlers h;
+                    h.replace = [&](const std::vector<json>& items, const std::string&) { ((*view).*replace)(items); };
+                    h.event = [&](const kube::Event& e) { ((*view).*event)(e); };
+                    h.trouble = [resource](const std::string& what) { base::log::warn(resource + ": " + what); };
+                    kube::reflect(client, path, resource, h, [&] { return stop.load() || loops_stop.load(); });
+                });
+            };
+            loop("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions", "network-attachment-definitions",
+                 &ClusterView::replace_nads, &ClusterView::nad_event);
+            loop(node_path, "nodes", &ClusterView::replace_node, &ClusterView::node_event);
+        }
+    }
+    struct Join {
+        std::vector<std::thread>& t;
+        std::atomic<bool>& s;
+        ~Join() {
+            s = true;
+            for (auto& x : t) x.join();
+        }
+    } join{loops, loops_stop};
+    Publisher p(o, view.get());
     if (o.once) return p.step() ? 0 : 1;
     StateWatch watch(o.facts.state_dir);
     watch.started();
@@ -172,6 +359,7 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
             // A state directory made after the start (the first ADD makes it) is news too.
             bool appeared = watch.rewatch();
+            if (view && view->changed.exchange(false) && ok) break;   // a NAD or the Node changed
             if ((watch.wait(static_cast<int>(std::min<long long>(left, 200))) || appeared) && ok) {
                 ::usleep(static_cast<useconds_t>(o.settle * 1e6));
                 watch.wait(0);

@@ -9,6 +9,12 @@
 // can tell live facts from those of a dead node). Failures (401, 403, 404, 409, 429, 5xx,
 // time-outs, a dropped connection) are logged and retried with back-off; nothing but
 // SIGTERM or SIGINT ends it.
+//
+// It also keeps the node's extended resources (cni/cluster/resources.h) in the Node's
+// status.capacity, for every topocni NAD that can land on the node: it watches the NADs
+// and its own Node, and sends a JSON patch on nodes/status when they differ from what the
+// facts and NADs make them (kubelet zeroes them on a recreated Node; a NAD removed takes
+// its resources with it).
 #pragma once
 #include <atomic>
 #include <string>
@@ -26,6 +32,7 @@ struct PublishOptions {
     double settle = 0.3;             ///< seconds to wait after a change for the rest of it
     double api_timeout = 10;         ///< seconds per API request
     bool once = false;               ///< publish (if needed) and return
+    bool capacities = true;          ///< keep the extended resources too (needs list/watch of NADs)
 };
 
 /// Runs until `stop` (set by the signal handler); 0 on a clean stop. With `once`, 0 when

@@ -1,5 +1,7 @@
 #include "cni/cluster/scheduling.h"
 
+#include "cni/cluster/parsed.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -15,17 +17,41 @@ namespace cni::cluster {
 
 using json = nlohmann::json;
 
-struct PodNetwork::Parsed {
-    // Made in place and never moved: a kind may keep a reference to its config.
-    explicit Parsed(const std::string& text) : net(read_network(text, {})), conf(net.conf), kind(net.kind) {}
-    Network net;
-    const conf::NetConf& conf;
-    const std::unique_ptr<Attachment>& kind;
-    std::string kind_name;
-    std::optional<ipam::Config> pool;    ///< the host-local pool, read once
-    std::optional<std::string> master;   ///< macvlan: the master the config names
-    bool master_in_pod = false;          ///< macvlan: linkInContainer
-};
+// ---- shared with resources.cc and admission.cc (parsed.h) ----
+
+/// The PFs a NAD's VFs come from: those of its resource; every PF when the node does not
+/// say which resource its PFs belong to.
+std::vector<size_t> pool_pfs(const NodeFacts& f, const std::string& resource) {
+    std::vector<size_t> out;
+    bool any_named = std::any_of(f.pfs.begin(), f.pfs.end(), [](auto& p) { return !p.resource_name.empty(); });
+    for (size_t i = 0; i < f.pfs.size(); ++i) {
+        auto& p = f.pfs[i];
+        if (p.total_vfs > 0 && (resource.empty() || !any_named || p.resource_name == resource)) out.push_back(i);
+    }
+    return out;
+}
+
+/// A device on `master`, as placement describes it.
+Device master_dev(const std::string& master) {
+    Device d;
+    d.kind = Device::Kind::Master;
+    d.name = master;
+    d.label = "master '" + master + "'";
+    return d;
+}
+
+/// A device ADD will get on this node, as placement describes it.
+Device vf_device(const std::string& pci) {
+    Device d;
+    d.kind = Device::Kind::Pci;
+    d.name = pci;
+    d.label = "VF " + pci;
+    return d;
+}
+
+bool wants_vf(const PodNetwork::Parsed& p, const PodNetwork& n) {
+    return p.kind_name == "sriov" || (p.kind_name == "delegate" && !n.resource_name.empty());
+}
 
 namespace {
 
@@ -53,34 +79,9 @@ bool take_vf(PfFacts& pf, const std::string& uid) {
     return false;
 }
 
-/// The PFs a NAD's VFs come from: those of its resource; every PF when the node does not
-/// say which resource its PFs belong to.
-std::vector<size_t> pool_pfs(const NodeFacts& f, const std::string& resource) {
-    std::vector<size_t> out;
-    bool any_named = std::any_of(f.pfs.begin(), f.pfs.end(), [](auto& p) { return !p.resource_name.empty(); });
-    for (size_t i = 0; i < f.pfs.size(); ++i) {
-        auto& p = f.pfs[i];
-        if (p.total_vfs > 0 && (resource.empty() || !any_named || p.resource_name == resource)) out.push_back(i);
-    }
-    return out;
-}
-
-/// A device on `master`, as placement describes it.
-Device master_dev(const std::string& master) {
-    Device d;
-    d.kind = Device::Kind::Master;
-    d.name = master;
-    d.label = "master '" + master + "'";
-    return d;
-}
-
 /// The ledger a master's bandwidth is admitted on (its PF's, when it is one), as ADD finds it.
 std::string ledger_of_master(const NodeFacts& f, const std::string& master) {
     return shared_link(f, master_dev(master)).key;
-}
-
-bool wants_vf(const PodNetwork::Parsed& p, const PodNetwork& n) {
-    return p.kind_name == "sriov" || (p.kind_name == "delegate" && !n.resource_name.empty());
 }
 
 /// A pending pod's needs taken from the facts: a VF of each SR-IOV network, a link on each
@@ -109,15 +110,6 @@ void reserve(NodeFacts& f, const PendingPod& pod) {
                 }
         }
     }
-}
-
-/// A device ADD will get on this node, as placement describes it.
-Device vf_device(const std::string& pci) {
-    Device d;
-    d.kind = Device::Kind::Pci;
-    d.name = pci;
-    d.label = "VF " + pci;
-    return d;
 }
 
 struct Outcome {
