@@ -8,6 +8,7 @@
 #include <atomic>
 #include <csignal>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "base/log.h"
@@ -36,6 +37,12 @@ struct WebhookFlags {
     std::string kubeconfig;
     std::string path = "/mutate";
     double api_timeout = 5;
+};
+
+/// The API did not answer for a NAD: the webhook fails (HTTP 503), and the configuration's
+/// failurePolicy decides, rather than refusing a pod for a NAD that may well exist.
+struct NadUnreadable : std::runtime_error {
+    using std::runtime_error::runtime_error;
 };
 
 std::string key_of(const json& nad) {
@@ -86,8 +93,7 @@ private:
     }
 
     /// Not in the cache: created a moment ago, or the watch is behind. Only a NAD the API
-    /// does not have either refuses the pod; an API that does not answer refuses it too
-    /// (the failurePolicy applies to a webhook that fails, not to one that says no).
+    /// does not have either refuses the pod.
     cluster::PodNetwork read_live(const cluster::NetworkSelection& s) {
         std::lock_guard<std::mutex> l(live_mu_);
         try {
@@ -100,10 +106,7 @@ private:
         } catch (const kube::Error& e) {
             if (e.http_status == 404) return cluster::pod_network(s, nullptr);
             client_.reset();
-            cluster::PodNetwork n;
-            n.selection = s;
-            n.error = "network-attachment-definition " + n.key() + " could not be read: " + e.what();
-            return n;
+            throw NadUnreadable("network-attachment-definition " + s.namespace_ + "/" + s.name + " could not be read: " + e.what());
         }
     }
 
@@ -161,6 +164,9 @@ void add_admission_webhook(CLI::App& app, int& status) {
                 return {200, cluster::review(r.body, lookup)};
             } catch (const base::Error& e) {
                 return {400, json({{"error", e.what()}}).dump()};
+            } catch (const NadUnreadable& e) {
+                base::log::warn(e.what());
+                return {503, json({{"error", e.what()}}).dump()};
             }
         };
         try {
