@@ -176,6 +176,9 @@ class Manifests(unittest.TestCase):
                              f"no resourceNames, nonResourceURLs or anything else: {rule}")
             grants |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
         self.assertEqual(grants, {("", "nodes", "get"), ("", "pods", "get"), ("", "nodes", "patch"),
+                                  ("", "nodes", "list"), ("", "nodes", "watch"), ("", "nodes/status", "patch"),
+                                  ("k8s.cni.cncf.io", "network-attachment-definitions", "list"),
+                                  ("k8s.cni.cncf.io", "network-attachment-definitions", "watch"),
                                   ("", "events", "create"), ("", "events", "patch"), ("", "pods/eviction", "create")})
 
     def test_the_admission_policy_holds_topocnis_service_account_to_its_own_nodes_facts_annotation(self):
@@ -187,10 +190,50 @@ class Manifests(unittest.TestCase):
         self.assertIn(f'system:serviceaccount:{sa["namespace"]}:{sa["name"]}',
                       policy["spec"]["matchConditions"][0]["expression"])
         rules = policy["spec"]["matchConstraints"]["resourceRules"]
-        self.assertEqual([(r["resources"], r["operations"]) for r in rules], [(["nodes"], ["UPDATE"])])
+        self.assertEqual([(r["resources"], r["operations"]) for r in rules], [(["nodes", "nodes/status"], ["UPDATE"])])
         text = " ".join(v["expression"] for v in policy["spec"]["validations"])
-        for needed in ("authentication.kubernetes.io/node-name", "topocni.io/facts", "object.spec == oldObject.spec"):
+        for needed in ("authentication.kubernetes.io/node-name", "topocni.io/facts", "object.spec == oldObject.spec",
+                       'request.subResource != "status"', "object.status.?capacity", "object.status.?allocatable",
+                       '"bandwidth.topocni.io/"', '"addresses.topocni.io/"'):
             self.assertIn(needed, text)
+
+    def test_the_webhook_mutates_only_pod_creation_outside_its_own_and_the_system_namespace_with_no_side_effects(self):
+        docs = load_yaml("admission-webhook.yaml")
+        self.assertEqual(sorted(d["kind"] for d in docs),
+                         ["ClusterRole", "ClusterRoleBinding", "Deployment", "MutatingWebhookConfiguration", "Namespace",
+                          "Service", "ServiceAccount"])
+        ns = one(docs, "Namespace")["metadata"]["name"]
+        hook = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]
+        self.assertEqual(len(hook["name"].split(".")), 3)
+        self.assertEqual(hook["admissionReviewVersions"], ["v1"])
+        self.assertEqual(hook["sideEffects"], "None")
+        self.assertIn(hook["failurePolicy"], ("Ignore", "Fail"))
+        self.assertEqual(hook["rules"], [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                                          "resources": ["pods"], "scope": "Namespaced"}])
+        expr = hook["namespaceSelector"]["matchExpressions"][0]
+        self.assertEqual((expr["key"], expr["operator"]), ("kubernetes.io/metadata.name", "NotIn"))
+        self.assertEqual(set(expr["values"]), {"kube-system", ns})
+        self.assertTrue(1 <= hook["timeoutSeconds"] <= 30)
+        # The Service the configuration calls is the Deployment's, on the path it serves.
+        svc, dep = one(docs, "Service"), one(docs, "Deployment")
+        ref = hook["clientConfig"]["service"]
+        self.assertEqual((ref["namespace"], ref["name"]), (svc["metadata"]["namespace"], svc["metadata"]["name"]))
+        self.assertEqual(svc["metadata"]["namespace"], ns)
+        self.assertEqual(svc["spec"]["selector"], dep["spec"]["template"]["metadata"]["labels"])
+        self.assertEqual(ref["port"], svc["spec"]["ports"][0]["port"])
+        pod = dep["spec"]["template"]["spec"]
+        cmd = pod["containers"][0]["command"]
+        self.assertEqual(cmd[1], "admission-webhook")
+        self.assertEqual(cmd[cmd.index("--path") + 1], ref["path"])
+        self.assertEqual(pod["serviceAccountName"], one(docs, "ServiceAccount")["metadata"]["name"])
+        grants = set()
+        for rule in one(docs, "ClusterRole")["rules"]:
+            grants |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        self.assertEqual(grants, {("k8s.cni.cncf.io", "network-attachment-definitions", v) for v in ("get", "list", "watch")})
+        # The subcommand knows every flag the Deployment passes.
+        help_text = subprocess.run([BIN, "admission-webhook", "--help"], capture_output=True, text=True).stdout
+        for flag in (a for a in cmd if a.startswith("--")):
+            self.assertIn(flag, help_text)
 
     def test_the_extender_may_only_list_and_watch_what_its_caches_hold(self):
         docs = load_yaml("scheduler-extender.yaml")
