@@ -77,6 +77,7 @@ bench: release
 	/usr/bin/python3 bench/run.py --topocni $(RELEASE_BUILD)/topocni --floor $(RELEASE_BUILD)/bench_floor \
 	  --out bench/results
 	/usr/bin/python3 bench/extender.py --topocni $(RELEASE_BUILD)/topocni --out bench/results
+	/usr/bin/python3 bench/admission.py --topocni $(RELEASE_BUILD)/topocni --out bench/results
 
 clean:
 	rm -rf $(BUILD) $(RELEASE_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
