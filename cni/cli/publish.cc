@@ -118,10 +118,14 @@ public:
         else return;
         changed = true;
     }
-    /// The capacity just sent, until the watch brings the Node back with it.
-    void sent(const json& capacity, const json& allocatable) {
+    /// The capacity just sent, until the watch brings the Node back with it. `read_version`:
+    /// the resourceVersion of the Node the patch was made from. When the watch brought
+    /// another version meanwhile (our own patch, or a change after it such as kubelet
+    /// resetting the status), that one is newer than what was sent: it stays, and the
+    /// next step compares with it.
+    void sent(const std::string& read_version, const json& capacity, const json& allocatable) {
         std::lock_guard<std::mutex> l(mu_);
-        if (!node_.is_object()) return;
+        if (!node_.is_object() || resource_version(node_) != read_version) return;
         node_["status"]["capacity"] = capacity;
         node_["status"]["allocatable"] = allocatable;
     }
@@ -138,6 +142,12 @@ public:
     json node() const {
         std::lock_guard<std::mutex> l(mu_);
         return node_;
+    }
+    static std::string resource_version(const json& o) {
+        auto md = o.find("metadata");
+        if (md == o.end() || !md->is_object()) return "";
+        auto rv = md->find("resourceVersion");
+        return rv != md->end() && rv->is_string() ? rv->get<std::string>() : "";
     }
     std::atomic<bool> changed{false};
 
@@ -221,6 +231,7 @@ private:
     void keep_capacities(const NodeFacts& f, const std::vector<cluster::PodNetwork>& nets) {
         json node = view_->node();
         if (!node.is_object()) return;   // not there (yet): the watch brings it
+        const std::string read_version = ClusterView::resource_version(node);
         std::map<std::string, std::string> labels;
         if (auto md = node.find("metadata"); md != node.end() && md->is_object())
             if (auto l = md->find("labels"); l != md->end() && l->is_object())
@@ -264,7 +275,7 @@ private:
         if (patch.empty()) return;
         client_->patch("/api/v1/nodes/" + kube::url_escape(o_.facts.node) + "/status", patch, "application/json-patch+json",
                        "node '" + o_.facts.node + "' status", "nodes");
-        view_->sent(after[0], after[1]);
+        view_->sent(read_version, after[0], after[1]);
         base::log::info("extended resources of node '" + o_.facts.node + "': " + (said.empty() ? "allocatable updated" : said));
     }
 
