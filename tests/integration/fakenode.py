@@ -1030,6 +1030,333 @@ def serve(args):
     server.serve_forever()
 
 
+# --- An in-process stand-in API for NADs and Nodes (the admission webhook, the publisher's
+# extended resources). Kept apart from FakeApiServer, which stays as it is.
+
+NAD_PATH = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions"
+CLONE_NEWNET = 0x40000000
+
+
+def _setns(fd):
+    if hasattr(os, "setns"):
+        os.setns(fd, CLONE_NEWNET)
+        return
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+def socket_in_netns(ns, family=socket.AF_INET):
+    """A TCP socket of the named netns (/run/netns/<ns>): the calling thread enters the netns
+    only to make it, then goes back. A socket stays in the netns it was made in, so a
+    server in this process can listen on that netns's loopback."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+        try:
+            _setns(target)
+            try:
+                return socket.socket(family, socket.SOCK_STREAM)
+            finally:
+                _setns(own)
+        finally:
+            os.close(target)
+    finally:
+        os.close(own)
+
+
+def nad_object(name, config, namespace="default", resource=None, resource_version="1"):
+    """A NetworkAttachmentDefinition as the API serves it: `config` (a dict or a string) as
+    spec.config, `resource` as the k8s.v1.cni.cncf.io/resourceName annotation."""
+    md = {"name": name, "namespace": namespace, "uid": f"uid-nad-{namespace}-{name}",
+          "resourceVersion": str(resource_version), "generation": 1}
+    if resource:
+        md["annotations"] = {"k8s.v1.cni.cncf.io/resourceName": resource}
+    return {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": md,
+            "spec": {"config": config if isinstance(config, str) else json.dumps(config)}}
+
+
+class ClusterApi:
+    """An HTTPS API server in this process (HTTP/1.1, keep-alive) with NADs and Nodes that
+    a test changes while clients watch, the way the API server does:
+
+      GET   /apis/k8s.cni.cncf.io/v1/network-attachment-definitions   LIST (one page), or
+            WATCH with ?watch=1&resourceVersion=RV: every change after RV as an event line
+      GET   /apis/k8s.cni.cncf.io/v1/namespaces/<ns>/network-attachment-definitions/<n>
+      GET   /api/v1/nodes[?fieldSelector=metadata.name%3D<n>]   LIST or WATCH, as above
+      GET   /api/v1/nodes/<n>
+      PATCH /api/v1/nodes/<n>          application/merge-patch+json
+      PATCH /api/v1/nodes/<n>/status   application/json-patch+json (RFC 6902, applied by
+            jsonpatch_apply; an operation that does not apply: 422, nothing changes); only
+            the status of the result is kept, as for the status subresource
+    Every change (by a test or a PATCH) bumps the resourceVersion and becomes an ADDED,
+    MODIFIED or DELETED event. `requests` logs every request: method, path, content type,
+    body (parsed JSON when it is), status. fail(prefix, status) makes requests whose path
+    starts with `prefix` get that status and a Status object. With `netns`, it listens on
+    that netns's loopback (socket_in_netns); stop() also closes every open connection.
+    """
+
+    def __init__(self, pki, netns=None, host="127.0.0.1"):
+        self.cond = threading.Condition()
+        self.rv = 100
+        self.nads, self.nodes = {}, {}
+        self.history = []        # (rv, "nads" | "nodes", type, object)
+        self.requests = []
+        self.failing = {}        # path prefix -> status
+        self.stopping = False
+        self.connections = set()
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def setup(self):
+                super().setup()
+                with api.cond:
+                    api.connections.add(self.connection)
+
+            def finish(self):
+                with api.cond:
+                    api.connections.discard(self.connection)
+                try:
+                    super().finish()
+                except (OSError, ValueError):
+                    pass
+
+            def handle_one_request(self):
+                try:
+                    super().handle_one_request()
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError, socket.timeout, OSError):
+                    self.close_connection = True
+
+            def reply(self, status, body):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                self.wfile.flush()
+
+            def handle_any(self):
+                path, _, q = self.path.partition("?")
+                query = {k: v[-1] for k, v in urllib.parse.parse_qs(q, keep_blank_values=True).items()}
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n > 0 else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                entry = {"method": self.command, "path": path, "query": query,
+                         "contentType": self.headers.get("Content-Type"), "body": body, "at": time.time()}
+                status, answer = api.route(self.command, path, query, self.headers.get("Content-Type"), body)
+                entry["status"] = status
+                with api.cond:
+                    api.requests.append(entry)
+                if isinstance(answer, tuple):   # ("watch", kind, from_rv, name)
+                    return self.watch(*answer[1:], timeout=float(query.get("timeoutSeconds") or 300))
+                self.reply(status, answer)
+
+            do_GET = do_PATCH = do_POST = do_PUT = do_DELETE = handle_any
+
+            def chunk(self, data):
+                self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+                self.wfile.flush()
+
+            def watch(self, kind, from_rv, name, timeout):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.wfile.flush()
+                end, seen = time.monotonic() + min(timeout, 300), 0
+                while True:
+                    with api.cond:
+                        if seen == len(api.history) and not api.stopping:
+                            api.cond.wait(0.2)
+                        fresh, seen = api.history[seen:], len(api.history)
+                        stopping = api.stopping
+                    for rv, k, typ, obj in fresh:
+                        if k != kind or rv <= from_rv or (name and obj["metadata"]["name"] != name):
+                            continue
+                        line = json.dumps({"type": typ, "object": obj}, separators=(",", ":")).encode() + b"\n"
+                        self.chunk(line)
+                    if stopping or time.monotonic() > end:
+                        break
+                    r, _, _ = select.select([self.connection], [], [], 0)
+                    if r:   # the client closed (or spoke): the watch is over
+                        self.close_connection = True
+                        return
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+        if netns:
+            server = Server((host, 0), Handler, bind_and_activate=False)
+            server.socket.close()
+            server.socket = socket_in_netns(netns)
+            server.server_bind()
+            server.server_activate()
+        else:
+            server = Server((host, 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(os.path.join(pki, "server.crt"), os.path.join(pki, "server.key"))
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        self.server = server
+        self.host, self.port = host, server.server_address[1]
+        self.thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self):
+        return f"https://{self.host}:{self.port}"
+
+    # --- what a test changes ---
+    def _changed(self, kind, typ, obj):
+        """Under the lock: a new resourceVersion on `obj`, and its event."""
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.history.append((self.rv, kind, typ, json.loads(json.dumps(obj))))
+        self.cond.notify_all()
+
+    def put_nad(self, nad):
+        with self.cond:
+            nad = json.loads(json.dumps(nad))
+            key = f"{nad['metadata']['namespace']}/{nad['metadata']['name']}"
+            typ = "MODIFIED" if key in self.nads else "ADDED"
+            self.nads[key] = nad
+            self._changed("nads", typ, nad)
+
+    def delete_nad(self, namespace, name):
+        with self.cond:
+            nad = self.nads.pop(f"{namespace}/{name}")
+            self._changed("nads", "DELETED", nad)
+
+    def put_node(self, node):
+        """A Node made or replaced as a whole (kubelet re-registering: a recreated Node)."""
+        with self.cond:
+            node = json.loads(json.dumps(node))
+            name = node["metadata"]["name"]
+            typ = "MODIFIED" if name in self.nodes else "ADDED"
+            self.nodes[name] = node
+            self._changed("nodes", typ, node)
+
+    def node(self, name):
+        with self.cond:
+            n = self.nodes.get(name)
+            return json.loads(json.dumps(n)) if n is not None else None
+
+    def fail(self, prefix, status):
+        with self.cond:
+            if status is None:
+                self.failing.pop(prefix, None)
+            else:
+                self.failing[prefix] = status
+
+    def logged(self, method=None, path=None):
+        with self.cond:
+            return [r for r in self.requests
+                    if (method is None or r["method"] == method) and (path is None or r["path"] == path)]
+
+    def watching(self, path):
+        """True once a WATCH of `path` has been asked for."""
+        with self.cond:
+            return any(r["path"] == path and r["query"].get("watch") not in (None, "0", "false")
+                       for r in self.requests)
+
+    # --- the routes ---
+    def route(self, method, path, query, content_type, body):
+        with self.cond:
+            for prefix, status in self.failing.items():
+                if path.startswith(prefix):
+                    return status, k8s_status(status, "the stand-in API was told to fail", "InternalError")
+        watch = query.get("watch", "false").lower() not in ("0", "false")
+        nad_prefix = "/apis/k8s.cni.cncf.io/v1/namespaces/"
+        if method == "GET" and path == NAD_PATH:
+            if watch:
+                return 200, ("watch", "nads", int(query.get("resourceVersion") or 0), None)
+            with self.cond:
+                items = [self.nads[k] for k in sorted(self.nads)]
+                return 200, {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinitionList",
+                             "metadata": {"resourceVersion": str(self.rv)}, "items": json.loads(json.dumps(items))}
+        if method == "GET" and path.startswith(nad_prefix):
+            parts = path[len(nad_prefix):].split("/")
+            if len(parts) == 3 and parts[1] == "network-attachment-definitions":
+                with self.cond:
+                    nad = self.nads.get(f"{parts[0]}/{parts[2]}")
+                    if nad is None:
+                        return 404, k8s_status(404, f'network-attachment-definitions.k8s.cni.cncf.io "{parts[2]}" '
+                                                    f'not found', "NotFound")
+                    return 200, json.loads(json.dumps(nad))
+        if method == "GET" and path == "/api/v1/nodes":
+            name = ""
+            sel = query.get("fieldSelector", "")
+            if sel:
+                if not sel.startswith("metadata.name="):
+                    return 400, k8s_status(400, f"field selector {sel!r} not supported here", "BadRequest")
+                name = sel[len("metadata.name="):]
+            if watch:
+                return 200, ("watch", "nodes", int(query.get("resourceVersion") or 0), name)
+            with self.cond:
+                items = [self.nodes[n] for n in sorted(self.nodes) if not name or n == name]
+                return 200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": str(self.rv)},
+                             "items": json.loads(json.dumps(items))}
+        if path.startswith("/api/v1/nodes/"):
+            rest = path[len("/api/v1/nodes/"):].split("/")
+            name, sub = rest[0], "/".join(rest[1:])
+            with self.cond:
+                node = self.nodes.get(name)
+                if node is None:
+                    return 404, k8s_status(404, f'nodes "{name}" not found', "NotFound")
+                if method == "GET" and sub == "":
+                    return 200, json.loads(json.dumps(node))
+                if method == "PATCH":
+                    return self.patch_node(node, sub, (content_type or "").split(";")[0].strip(), body)
+        return 404, k8s_status(404, "the server could not find the requested resource", "NotFound")
+
+    def patch_node(self, node, sub, media, body):
+        """Under the lock."""
+        from jsonpatch_apply import PatchError, apply_patch
+        if sub == "" and media == "application/merge-patch+json" and isinstance(body, dict):
+            new = merge_patch(node, body)
+        elif sub == "status" and media == "application/json-patch+json" and isinstance(body, list):
+            try:
+                patched = apply_patch(node, body)
+            except PatchError as e:
+                return 422, k8s_status(422, f"the JSON patch does not apply: {e}", "Invalid")
+            new = json.loads(json.dumps(node))
+            new["status"] = patched.get("status", {})
+            for kind in ("capacity", "allocatable"):
+                for k, v in (new["status"].get(kind) or {}).items():
+                    if not isinstance(v, str):
+                        return 422, k8s_status(422, f"status.{kind}.{k}: a quantity is a string", "Invalid")
+        else:
+            return 415, k8s_status(415, f"{media} is not accepted for nodes/{sub}", "UnsupportedMediaType")
+        name = node["metadata"]["name"]
+        self.nodes[name] = new
+        self._changed("nodes", "MODIFIED", new)
+        return 200, json.loads(json.dumps(new))
+
+    def stop(self):
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+            conns = list(self.connections)
+        self.server.shutdown()
+        self.server.server_close()
+        for c in conns:   # kept-open connections and watches end too: the API is gone
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
