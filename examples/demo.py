@@ -12,7 +12,11 @@ A node netns with a NIC (a veth standing in for it, described by a fake sysfs tr
   5. DEL, and nothing is left;
   6. the scheduler side: this node's facts document and two made from it, kube-scheduler's
      filter request to `topocni scheduler-extender` naming why two nodes fail, and ADD of an
-     SR-IOV pod on the node it chose.
+     SR-IOV pod on the node it chose;
+  7. the scheduler's own books: the node's extended resources as `node-report --publish`
+     keeps them in its Node's status, and a pod spec before and after `topocni
+     admission-webhook` (requests = limits of bandwidth and an address, the NAD's
+     nodeSelector as required node affinity).
 Writes only under a temp dir; removes every namespace it made.
 """
 import json
@@ -216,6 +220,105 @@ def scheduler_side():
     cni("DEL", dict(conf, deviceID=vf), "dpdk")
 
 
+def own_books():
+    """The node's capacities as the publisher keeps them in its Node's status, and a pod
+    before and after the admission webhook, against a stand-in API (HTTPS) on the node
+    netns's loopback."""
+    import http.client
+    import signal
+    import ssl
+    import time
+
+    from fakenode import ClusterApi, make_pki, nad_object, socket_in_netns, write_kubeconfig
+    from jsonpatch_apply import apply_patch
+
+    pki = make_pki(os.path.join(tmp, "pki"))
+    api = ClusterApi(pki, netns=node)
+    procs = []
+    try:
+        api.put_node({"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": "demo-node", "labels": {"example.com/rack": "r1"}},
+                      "status": {"capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+                                 "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}})
+        conf = {"cniVersion": "1.0.0", "name": "market-data", "type": "topocni", "attachment": "macvlan",
+                "master": nic, "nodeSelector": {"example.com/rack": "r1"},
+                "bandwidth": {"egressRate": 400_000_000, "ingressRate": 100_000_000},
+                "ipam": {"type": "host-local", "subnet": "10.77.0.0/28", "dataDir": data_dir}}
+        api.put_nad(nad_object("market-data", conf))
+        kc = write_kubeconfig(os.path.join(tmp, "books-kubeconfig"), api.url(), ca_file=os.path.join(pki, "ca.crt"),
+                              token="demo")
+        step("the scheduler's own books: node-report --publish keeps this node's extended resources in its Node")
+        print(f"NAD market-data: macvlan on {nic} (1 Gb/s), 400 Mb/s egress, 100 Mb/s ingress, a /28 pool, rack r1")
+        print("$ topocni node-report --publish --once --node demo-node")
+        p = subprocess.run(["nsenter", f"--net=/run/netns/{node}", binary, "node-report", "--publish", "--once",
+                            "--node", "demo-node", "--kubeconfig", kc, "--sysfs-root", sysfs, "--state-dir", state_dir],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"node-report --publish failed: {p.stderr}")
+        capacity = api.node("demo-node")["status"]["capacity"]
+        print("status.capacity: " + json.dumps(capacity, indent=1))
+        if capacity.get(f"bandwidth.topocni.io/macvlan.{nic}.egress") != "1000":
+            raise SystemExit("the publisher did not advertise the master's 1000 Mb/s")
+
+        step("topocni admission-webhook: a pod on market-data, before and after (what the API server stores)")
+        probe = socket_in_netns(node)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        print(f"$ topocni admission-webhook --listen 127.0.0.1:{port} --tls-cert server.crt --tls-key server.key")
+        hook = subprocess.Popen(["nsenter", f"--net=/run/netns/{node}", binary, "admission-webhook", "--listen",
+                                 f"127.0.0.1:{port}", "--tls-cert", os.path.join(pki, "server.crt"),
+                                 "--tls-key", os.path.join(pki, "server.key"), "--kubeconfig", kc],
+                                stderr=subprocess.DEVNULL)
+        procs.append(hook)
+        pod_obj = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "ticker-0", "namespace": "default",
+                                "annotations": {"k8s.v1.cni.cncf.io/networks": "market-data"}},
+                   "spec": {"containers": [{"name": "ticker", "image": "registry.example.com/ticker:1",
+                                            "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}]}}
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": "4b9d7d53-0c2e-4a8e-9a4e-6c1b7a0e0d01",
+                              "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                              "resource": {"group": "", "version": "v1", "resource": "pods"},
+                              "namespace": "default", "operation": "CREATE", "userInfo": {"username": "demo"},
+                              "object": pod_obj, "oldObject": None, "dryRun": False}}
+        ctx = ssl.create_default_context(cafile=os.path.join(pki, "ca.crt"))
+        answer = None
+        for _ in range(200):
+            try:
+                raw = socket_in_netns(node)
+                raw.settimeout(10)
+                raw.connect(("127.0.0.1", port))
+                c = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+                c.sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+                c.request("POST", "/mutate", json.dumps(review), {"Content-Type": "application/json"})
+                answer = json.loads(c.getresponse().read())["response"]
+                break
+            except OSError:
+                time.sleep(0.05)
+        if not answer or not answer.get("allowed") or "patch" not in answer:
+            raise SystemExit(f"the webhook did not mutate the pod: {answer}")
+        import base64
+        patched = apply_patch(pod_obj, json.loads(base64.b64decode(answer["patch"])))
+        print("before: containers[0].resources " + json.dumps(pod_obj["spec"]["containers"][0]["resources"]))
+        print("        affinity " + json.dumps(pod_obj["spec"].get("affinity")))
+        after = patched["spec"]["containers"][0]["resources"]
+        print("after:  containers[0].resources")
+        for key in ("requests", "limits"):
+            print(f"          {key}: " + json.dumps(after[key]))
+        print("        affinity " + json.dumps(patched["spec"]["affinity"]))
+        print("        annotation topocni.io/admitted: " + patched["metadata"]["annotations"]["topocni.io/admitted"])
+        asks = patched["spec"]["containers"][0]["resources"]["requests"]
+        name = f"bandwidth.topocni.io/macvlan.{nic}.egress"
+        print(f"kube-scheduler now counts it: {name} {asks[name]} of {capacity[name]} on demo-node; "
+              f"a node without rack r1 fails the pod's node affinity; ADD's ledger still checks the same on the node")
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
+        api.stop()
+
+
 try:
     step("a node netns with a 1 Gb/s NIC on NUMA node 0 (a veth, described by a fake sysfs tree with 4 VFs)")
     sh("ip", "netns", "add", node)
@@ -288,8 +391,10 @@ try:
     if left or links(pods["trader"]) != ["lo"]:
         raise SystemExit("DEL left something behind")
     scheduler_side()
+    own_books()
     print("\ndemo finished: one pod attached and shaped, three refused with their reasons, nothing left; "
-          "the scheduler extender chose the node where an SR-IOV pod fits, and ADD attached it there")
+          "the scheduler extender chose the node where an SR-IOV pod fits, and ADD attached it there; "
+          "the node advertised its network capacities and the webhook wrote the pod's needs into the pod")
 finally:
     for ns in list(pods.values()) + [node]:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
