@@ -286,11 +286,14 @@ class FactsCase(NetnsTestCase):
                 self.fail(f"{what}: not within {seconds} s")
             time.sleep(0.05)
 
-    def wait_published_change(self, before, seconds, what):
-        """Waits until the annotation's content (takenAt aside) is not `before`; returns it."""
+    def wait_published_change(self, before, seconds, what, until=None):
+        """Waits until the annotation's content (takenAt aside) is not `before` (and, with
+        `until`, is what it says); returns it. An ADD writes its SR-IOV record and then its
+        attachment record: on a busy machine the publisher may read between the two and
+        publish the VF in use before the pod holding it, then the whole a moment later."""
         def changed():
             doc = self.published()
-            return doc if doc and without_taken_at(doc) != before else None
+            return doc if doc and without_taken_at(doc) != before and (until is None or until(doc)) else None
 
         start = time.monotonic()
         doc = self.wait_for(what, changed, seconds)
@@ -396,12 +399,14 @@ class Publish(FactsCase):
         first = without_taken_at(self.wait_for("the first annotation", self.published, 10))
         self.assertEqual(first["attachments"], [])
         pod, path = self.add(self.sriov_conf(VFS[2]), UID_LATE, "late")
-        doc, _ = self.wait_published_change(first, 2, "the annotation after ADD")
+        doc, _ = self.wait_published_change(first, 2, "the annotation after ADD",
+                                            until=lambda d: d["pfs"][0]["vfsInUse"] == {VFS[2]: UID_LATE} and d["attachments"])
         self.assertEqual(doc["pfs"][0]["vfsInUse"], {VFS[2]: UID_LATE})
         self.assertEqual([(a["kind"], a["pods"]) for a in doc["attachments"]], [("sriov", [UID_LATE])])
         after_add = without_taken_at(doc)
         self.delete(self.sriov_conf(VFS[2]), UID_LATE, "late", path)
-        doc, _ = self.wait_published_change(after_add, 2, "the annotation after DEL")
+        doc, _ = self.wait_published_change(after_add, 2, "the annotation after DEL",
+                                            until=lambda d: not d["attachments"] and not d["pfs"][0]["vfsInUse"])
         self.assertEqual(doc["attachments"], [])
         self.assertEqual(doc["pfs"][0]["inUseVFs"], 0)
         # Every PATCH carried facts that differ from the ones before it.
@@ -417,7 +422,8 @@ class Publish(FactsCase):
         p = self.start_publisher(interval=60)
         first = without_taken_at(self.wait_for("the first annotation", self.published, 10))
         self.add(self.sriov_conf(VFS[2]), UID_LATE, "late")
-        doc, _ = self.wait_published_change(first, 2, "the annotation after the first ADD on this node")
+        doc, _ = self.wait_published_change(first, 2, "the annotation after the first ADD on this node",
+                                            until=lambda d: d["pfs"][0]["vfsInUse"] == {VFS[2]: UID_LATE})
         self.assertEqual(doc["pfs"][0]["vfsInUse"], {VFS[2]: UID_LATE})
         self.stop_publisher(p)
 
