@@ -191,11 +191,24 @@ public:
             fo.masters = cluster::masters_of(nets);
         }
         NodeFacts f = read_node_facts(fo);
+        bool ok = publish_facts(f);
+        // Apart from the facts: a cluster whose RBAC lacks nodes/status still gets them.
+        if (ok && view_ && view_->synced()) {
+            try {
+                keep_capacities(f, nets);
+            } catch (const base::Error& e) {
+                base::log::warn("keeping the extended resources of node '" + o_.facts.node + "' failed: " + e.what());
+            }
+        }
+        return ok;
+    }
+
+private:
+    bool publish_facts(const NodeFacts& f) {
         std::string content = facts_content(f);
         try {
             if (!client_) connect();
             if (!known_) learn_what_the_node_has();
-            if (view_ && view_->synced()) keep_capacities(f, nets);
             bool due = sent_at_ && std::time(nullptr) - *sent_at_ >= static_cast<std::time_t>(o_.heartbeat);
             if (content == sent_ && !due) return true;
             std::string text = to_json(f).dump();
@@ -221,6 +234,7 @@ public:
         }
     }
 
+public:
     /// Seconds to wait before the next attempt after failures: 1, 2, 4 ... 60.
     double backoff() const { return failures_ ? std::min(60.0, double(1u << std::min(failures_ - 1, 6))) : 0; }
 

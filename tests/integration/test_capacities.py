@@ -255,6 +255,24 @@ class Capacities(BooksCase):
         self.stop(p)
         self.assertEqual([r for r in self.api.requests if r["status"] >= 400 and r["method"] != "GET"], [])
 
+    def test_a_forbidden_status_patch_does_not_stop_the_facts_and_the_resources_follow_once_allowed(self):
+        # A cluster whose RBAC predates nodes/status: the facts annotation is published all
+        # the same, and the failure is said in the log.
+        self.put_all()
+        self.api.fail(STATUS_PATH, 403)
+        p = self.publisher(interval=1)
+        end = time.monotonic() + 10
+        while "topocni.io/facts" not in self.api.node(NODE)["metadata"].get("annotations", {}):
+            self.assertLess(time.monotonic(), end, f"no facts published: {self.log_of(p)}")
+            time.sleep(0.05)
+        while "keeping the extended resources of node" not in self.log_of(p):
+            self.assertLess(time.monotonic(), end, f"the refusal is not logged: {self.log_of(p)}")
+            time.sleep(0.05)
+        self.assertEqual(self.status().get("capacity"), BASE_CAPACITY)
+        self.api.fail(STATUS_PATH, None)
+        self.wait_capacity(self.expected(), "once nodes/status may be patched", p)
+        self.stop(p)
+
     def test_a_node_reset_to_zero_or_relabelled_is_published_again_by_the_watch(self):
         self.put_all()
         p = self.publisher(interval=60)   # nothing but the watch can bring a change within seconds
