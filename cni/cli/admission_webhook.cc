@@ -45,11 +45,6 @@ struct NadUnreadable : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-std::string key_of(const json& nad) {
-    auto md = nad.value("metadata", json::object());
-    return md.value("namespace", std::string()) + "/" + md.value("name", std::string());
-}
-
 /// The NADs, each parsed once per version.
 class NadCache {
 public:
@@ -57,7 +52,7 @@ public:
 
     void replace(const std::vector<json>& items) {
         std::map<std::string, Entry> fresh;
-        for (auto& n : items) fresh[key_of(n)].nad = n;
+        for (auto& n : items) fresh[cluster::object_key(n)].nad = n;
         std::lock_guard<std::mutex> l(mu_);
         for (auto& [k, e] : fresh)   // a parse of the same version is kept
             if (auto it = nads_.find(k); it != nads_.end() && version(it->second.nad) == version(e.nad)) e = it->second;
@@ -65,8 +60,8 @@ public:
     }
     void event(const kube::Event& e) {
         std::lock_guard<std::mutex> l(mu_);
-        if (e.type == "DELETED") nads_.erase(key_of(e.object));
-        else if (e.type == "ADDED" || e.type == "MODIFIED") nads_[key_of(e.object)] = Entry{e.object, std::nullopt};
+        if (e.type == "DELETED") nads_.erase(cluster::object_key(e.object));
+        else if (e.type == "ADDED" || e.type == "MODIFIED") nads_[cluster::object_key(e.object)] = Entry{e.object, std::nullopt};
     }
 
     cluster::PodNetwork lookup(const cluster::NetworkSelection& s) {

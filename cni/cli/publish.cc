@@ -92,16 +92,16 @@ class ClusterView {
 public:
     void replace_nads(const std::vector<json>& items) {
         std::lock_guard<std::mutex> l(mu_);
-        std::map<std::string, Nad> fresh;
-        for (auto& n : items) fresh[key_of(n)] = parse(n);
+        std::map<std::string, cluster::PodNetwork> fresh;
+        for (auto& n : items) fresh[cluster::object_key(n)] = parse(n);
         nads_ = std::move(fresh);
         nads_listed_ = true;
         changed = true;
     }
     void nad_event(const kube::Event& e) {
         std::lock_guard<std::mutex> l(mu_);
-        if (e.type == "DELETED") nads_.erase(key_of(e.object));
-        else if (e.type == "ADDED" || e.type == "MODIFIED") nads_[key_of(e.object)] = parse(e.object);
+        if (e.type == "DELETED") nads_.erase(cluster::object_key(e.object));
+        else if (e.type == "ADDED" || e.type == "MODIFIED") nads_[cluster::object_key(e.object)] = parse(e.object);
         else return;
         changed = true;
     }
@@ -136,7 +136,7 @@ public:
     std::vector<cluster::PodNetwork> networks() const {
         std::lock_guard<std::mutex> l(mu_);
         std::vector<cluster::PodNetwork> out;
-        for (auto& [k, n] : nads_) out.push_back(n.net);
+        for (auto& [k, n] : nads_) out.push_back(n);
         return out;
     }
     json node() const {
@@ -152,30 +152,16 @@ public:
     std::atomic<bool> changed{false};
 
 private:
-    struct Nad {
-        cluster::PodNetwork net;
-    };
-    static std::string key_of(const json& o) {
-        auto md = o.value("metadata", json::object());
-        return md.value("namespace", std::string()) + "/" + md.value("name", std::string());
-    }
-    static Nad parse(const json& nad) {
+    static cluster::PodNetwork parse(const json& nad) {
         auto md = nad.value("metadata", json::object());
         cluster::NetworkSelection s{md.value("namespace", std::string()), md.value("name", std::string()), ""};
-        return {cluster::pod_network(s, &nad)};
+        return cluster::pod_network(s, &nad);
     }
     mutable std::mutex mu_;
-    std::map<std::string, Nad> nads_;
+    std::map<std::string, cluster::PodNetwork> nads_;
     json node_;
     bool nads_listed_ = false, node_listed_ = false;
 };
-
-/// RFC 6901: "~" and "/" inside one reference token.
-std::string pointer_token(const std::string& s) {
-    std::string out;
-    for (char c : s) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
-    return out;
-}
 
 class Publisher {
 public:
@@ -277,12 +263,12 @@ private:
             }
             for (auto it = next.begin(); it != next.end(); ++it)
                 if (!have.contains(it.key()) || have[it.key()] != *it) {
-                    patch.push_back({{"op", "add"}, {"path", std::string("/status/") + keys[i] + "/" + pointer_token(it.key())}, {"value", *it}});
+                    patch.push_back({{"op", "add"}, {"path", std::string("/status/") + keys[i] + "/" + cluster::pointer_token(it.key())}, {"value", *it}});
                     if (i == 0) said += (said.empty() ? "" : ", ") + it.key() + "=" + it->get<std::string>();
                 }
             for (auto it = have.begin(); it != have.end(); ++it)
                 if (!next.contains(it.key())) {
-                    patch.push_back({{"op", "remove"}, {"path", std::string("/status/") + keys[i] + "/" + pointer_token(it.key())}});
+                    patch.push_back({{"op", "remove"}, {"path", std::string("/status/") + keys[i] + "/" + cluster::pointer_token(it.key())}});
                     if (i == 0) said += (said.empty() ? "" : ", ") + std::string("removed ") + it.key();
                 }
         }

@@ -12,17 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-/// RFC 6901: "~" and "/" inside one reference token.
-std::string pointer_token(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '~') out += "~0";
-        else if (c == '/') out += "~1";
-        else out += c;
-    }
-    return out;
-}
-
 std::string base64(const std::string& in) {
     static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     std::string out;

@@ -97,13 +97,13 @@ ExtenderArgs parse_extender_args(const std::string& body) {
 
 void Extender::replace_nads(const std::vector<json>& items) {
     std::map<std::string, json> fresh;
-    for (auto& n : items) fresh[meta(n, "namespace") + "/" + meta(n, "name")] = n;
+    for (auto& n : items) fresh[object_key(n)] = n;
     std::unique_lock lock(mu_);
     nads_ = std::move(fresh);
 }
 
 void Extender::nad_event(const kube::Event& e) {
-    std::string key = meta(e.object, "namespace") + "/" + meta(e.object, "name");
+    std::string key = object_key(e.object);
     std::unique_lock lock(mu_);
     if (e.type == "DELETED") nads_.erase(key);
     else nads_[key] = e.object;

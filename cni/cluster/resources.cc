@@ -81,6 +81,12 @@ std::string bandwidth_resource(const std::string& link_id, bool egress) {
 
 std::string address_resource(const std::string& network) { return std::string(kAddressesDomain) + "/" + part(network, 63); }
 
+std::string pointer_token(const std::string& name) {
+    std::string out;
+    for (char c : name) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    return out;
+}
+
 bool is_topocni_resource(const std::string& name) {
     auto slash = name.find('/');
     if (slash == std::string::npos) return false;

@@ -38,6 +38,9 @@ std::string bandwidth_resource(const std::string& link_id, bool egress);
 std::string address_resource(const std::string& network);
 /// One of the two domains above: topocni keeps it (adds, changes, removes).
 bool is_topocni_resource(const std::string& name);
+/// `name` as one reference token of a JSON pointer (RFC 6901: "~" as "~0", "/" as "~1"),
+/// as a JSON patch names a resource or an annotation.
+std::string pointer_token(const std::string& name);
 /// Kubernetes' rules for an extended resource name (a DNS-subdomain prefix outside
 /// kubernetes.io, "/", a qualified name of at most 63 characters). `why` says what is wrong.
 bool valid_resource_name(const std::string& name, std::string* why = nullptr);

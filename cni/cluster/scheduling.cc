@@ -191,6 +191,17 @@ std::optional<std::string> topocni_config_of(const json& nad) {
     return conf.dump();
 }
 
+std::string object_key(const json& object) {
+    auto field = [&](const char* key) -> std::string {
+        if (!object.is_object()) return "";
+        auto md = object.find("metadata");
+        if (md == object.end() || !md->is_object()) return "";
+        auto v = md->find(key);
+        return v != md->end() && v->is_string() ? v->get<std::string>() : "";
+    };
+    return field("namespace") + "/" + field("name");
+}
+
 PodNetwork pod_network(const NetworkSelection& sel, const json* nad) {
     PodNetwork n;
     n.selection = sel;

@@ -35,6 +35,9 @@ struct PodNetwork {
 /// code 7 when spec.config is not a config.
 std::optional<std::string> topocni_config_of(const nlohmann::json& nad);
 
+/// "namespace/name" of an object (a NAD): the key every NAD cache and PodNetwork::key() use.
+std::string object_key(const nlohmann::json& object);
+
 /// Resolves and parses one network of a pod from its NAD object (null: not found).
 PodNetwork pod_network(const NetworkSelection& sel, const nlohmann::json* nad);
 
