@@ -28,6 +28,42 @@ namespace net = boost::asio;
 namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 
+constexpr size_t kReadChunk = 256 * 1024;
+
+/// A Beast body of pieces of memory held elsewhere, written with one gather.
+struct PiecesBody {
+    struct value_type {
+        std::vector<std::string_view> pieces;
+        std::shared_ptr<const void> keep;
+    };
+    static std::uint64_t size(const value_type& v) {
+        std::uint64_t n = 0;
+        for (auto p : v.pieces) n += p.size();
+        return n;
+    }
+    class writer {
+    public:
+        using const_buffers_type = std::vector<net::const_buffer>;
+        template <bool isRequest, class Fields>
+        writer(const http::header<isRequest, Fields>&, const value_type& v) : v_(v) {}
+        void init(beast::error_code& ec) { ec = {}; }
+        boost::optional<std::pair<const_buffers_type, bool>> get(beast::error_code& ec) {
+            ec = {};
+            if (done_) return boost::none;
+            done_ = true;
+            const_buffers_type b;
+            b.reserve(v_.pieces.size());
+            for (auto p : v_.pieces)
+                if (!p.empty()) b.emplace_back(p.data(), p.size());
+            return std::make_pair(std::move(b), false);
+        }
+
+    private:
+        const value_type& v_;
+        bool done_ = false;
+    };
+};
+
 struct Shared {
     const Options& o;
     const Handler& handler;
@@ -37,7 +73,12 @@ struct Shared {
 template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
 public:
-    Session(Stream stream, Shared& s) : stream_(std::move(stream)), s_(s) { ++s_.live; }
+    Session(Stream stream, Shared& s) : stream_(std::move(stream)), s_(s) {
+        ++s_.live;
+        // Beast reads as much as the buffer has room for, and an empty buffer grows to
+        // 512 bytes only: a 15 MB request would then take 30,000 reads.
+        buf_.reserve(kReadChunk);
+    }
     ~Session() { --s_.live; }
 
     void start_tls() {
@@ -81,7 +122,12 @@ private:
         res_.set(http::field::content_type, r.content_type);
         res_.set(http::field::server, "topocni");
         res_.keep_alive(keep_alive);
-        res_.body() = std::move(r.body);
+        if (r.pieces.empty()) {
+            auto body = std::make_shared<const std::string>(std::move(r.body));
+            res_.body() = {{*body}, body};
+        } else {
+            res_.body() = {std::move(r.pieces), std::move(r.keep)};
+        }
         res_.prepare_payload();
         lowest().expires_after(s_.o.request_timeout);
         http::async_write(stream_, res_, [self = this->shared_from_this(), keep_alive](beast::error_code ec, size_t) {
@@ -93,7 +139,7 @@ private:
     Shared& s_;
     beast::flat_buffer buf_;
     std::optional<http::request_parser<http::string_body>> parser_;
-    http::response<http::string_body> res_;
+    http::response<PiecesBody> res_;
 };
 
 tcp::endpoint endpoint_of(const std::string& listen) {

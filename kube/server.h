@@ -7,7 +7,10 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace kube::server {
 
@@ -19,6 +22,11 @@ struct Response {
     int status = 200;
     std::string body;
     std::string content_type = "application/json";
+    /// Sent instead of `body` when not empty: the pieces one after another, written as
+    /// they are (a scheduler extender answers with most of its 15 MB request, which it
+    /// need not copy). `keep` holds what they point into until they are written.
+    std::vector<std::string_view> pieces;
+    std::shared_ptr<const void> keep;
 };
 
 struct Options {
@@ -30,7 +38,7 @@ struct Options {
     int max_connections = 8;                   ///< served at once; one more gets 503
 };
 
-using Handler = std::function<Response(const Request&)>;
+using Handler = std::function<Response(Request)>;   ///< the request is the handler's to keep
 
 /// Serves until `stop` is set (a signal handler may set it), then stops accepting, lets
 /// the requests in flight finish (each bounded by request_timeout) and returns. Throws

@@ -4,6 +4,8 @@
 // scheduler from them, bounded in size, time and concurrency.
 #include <CLI/CLI.hpp>
 
+#include <malloc.h>
+
 #include <atomic>
 #include <csignal>
 #include <thread>
@@ -68,6 +70,11 @@ void add_scheduler_extender(CLI::App& app, int& status) {
                 "--url-prefix /scheduler\nSee examples/scheduler-extender.yaml and the README's scheduler extender section.");
     cmd->callback([o, &status] {
         base::log::configure("info", "");
+        // A request with full Nodes is tens of MB, and so is its answer. glibc would keep
+        // such blocks in each worker thread's arena once freed (its mmap threshold rises
+        // to the largest block freed): a few arenas, and big blocks mapped and returned at
+        // once, keep the server's memory at the cache plus the requests in flight.
+        ::mallopt(M_ARENA_MAX, 2);
         struct sigaction sa {};
         sa.sa_handler = on_extender_signal;
         ::sigaction(SIGTERM, &sa, nullptr);
@@ -95,9 +102,12 @@ void add_scheduler_extender(CLI::App& app, int& status) {
         try {
             kube::server::serve(
                 o->server,
-                [&](const kube::server::Request& r) {
-                    auto reply = ext.handle(r.method, r.target, r.body);
-                    return kube::server::Response{reply.status, std::move(reply.body)};
+                [&](kube::server::Request r) {
+                    auto reply = ext.handle(r.method, r.target, std::move(r.body));
+                    kube::server::Response out{reply.status, std::move(reply.body)};
+                    out.pieces = std::move(reply.pieces);
+                    out.keep = std::move(reply.keep);
+                    return out;
                 },
                 g_extender_stop, [](int port) { base::log::info("scheduler extender listening on port " + std::to_string(port)); });
         } catch (...) {

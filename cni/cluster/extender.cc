@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/json_text.h"
 #include "base/log.h"
 #include "cni/error.h"
 
@@ -14,19 +15,13 @@ using json = nlohmann::json;
 
 [[noreturn]] void bad(const std::string& why) { throw Error(kDecodingFailure, "ExtenderArgs: " + why); }
 
-bool same_ci(const std::string& a, const std::string& b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-           });
-}
-
 /// The member `key` of `j` as Go's encoding/json finds it: the exact name, else any that
 /// matches it ignoring case.
 const json* member_ci(const json& j, const std::string& key) {
     if (!j.is_object()) return nullptr;
     if (auto it = j.find(key); it != j.end()) return &*it;
     for (auto it = j.begin(); it != j.end(); ++it)
-        if (same_ci(it.key(), key)) return &*it;
+        if (base::json_text::same_key(it.key(), key)) return &*it;
     return nullptr;
 }
 
@@ -64,31 +59,108 @@ std::string capped(std::string s, size_t max = 4096) {
 
 }  // namespace
 
-ExtenderArgs parse_extender_args(const std::string& body) {
-    json j = json::parse(body, nullptr, false);
-    if (!j.is_object()) bad("not a JSON object");
-    ExtenderArgs a;
-    const json* pod = member_ci(j, "Pod");
-    if (!pod || !pod->is_object()) bad("Pod: missing or not an object");
-    a.pod = *pod;
-    if (const json* nodes = member_ci(j, "Nodes"); nodes && !nodes->is_null()) {
-        const json* items = member_ci(*nodes, "items");
-        if (!nodes->is_object() || !items || !(items->is_array() || items->is_null())) bad("Nodes: not a NodeList");
-        a.nodes.emplace();
-        if (items->is_array())
-            for (auto& n : *items) {
-                if (!n.is_object()) bad("Nodes.items: a node that is not an object");
-                a.nodes->push_back(n);
+namespace {
+
+using Reader = base::json_text::Reader;
+using base::json_text::same_key;
+
+/// One Node of Nodes.items: its name, resourceVersion, labels and facts annotation, and
+/// its bytes. Members are taken in order, a later one overriding an earlier (Go's way).
+NodeItem read_node(Reader& r) {
+    if (r.peek() != Reader::Kind::Object) bad("Nodes.items: a node that is not an object");
+    NodeItem n;
+    size_t start = r.offset();
+    std::string key, mkey, akey;
+    r.begin_object();
+    while (r.next_member(key)) {
+        if (!same_key(key, "metadata") || r.peek() != Reader::Kind::Object) {
+            if (same_key(key, "metadata")) n = NodeItem{};   // null or another kind: no metadata
+            r.skip();
+            continue;
+        }
+        r.begin_object();
+        while (r.next_member(mkey)) {
+            bool is_string = r.peek() == Reader::Kind::String;
+            if (same_key(mkey, "name")) {
+                n.name = is_string ? r.string() : (r.skip(), std::string());
+            } else if (same_key(mkey, "resourceVersion")) {
+                n.resource_version = is_string ? r.string() : (r.skip(), std::string());
+            } else if (same_key(mkey, "labels")) {
+                std::string_view v = r.skip();
+                n.labels = v.front() == '{' ? v : std::string_view();
+            } else if (same_key(mkey, "annotations") && r.peek() == Reader::Kind::Object) {
+                n.facts = {};
+                r.begin_object();
+                while (r.next_member(akey)) {   // a map: keys exact
+                    std::string_view v = r.skip();
+                    if (akey == kFactsAnnotation) n.facts = v.front() == '"' ? v : std::string_view();
+                }
+            } else {
+                if (same_key(mkey, "annotations")) n.facts = {};
+                r.skip();
             }
-    }
-    if (const json* names = member_ci(j, "NodeNames"); names && !names->is_null()) {
-        if (!names->is_array()) bad("NodeNames: not a list");
-        a.node_names.emplace();
-        for (auto& n : *names) {
-            if (!n.is_string()) bad("NodeNames: a name that is not a string");
-            a.node_names->push_back(n.get<std::string>());
         }
     }
+    size_t end = r.offset();
+    n.raw = std::string_view(r.text()).substr(start, end - start);
+    return n;
+}
+
+}  // namespace
+
+ExtenderArgs parse_extender_args(std::string body) {
+    ExtenderArgs a;
+    a.body = std::make_shared<const std::string>(std::move(body));
+    Reader r(*a.body);
+    bool have_pod = false;
+    try {
+        if (r.peek() != Reader::Kind::Object) bad("not a JSON object");
+        r.begin_object();
+        std::string key, nkey;
+        while (r.next_member(key)) {
+            if (same_key(key, "Pod")) {
+                std::string_view v = r.skip();
+                a.pod = v.front() == '{' ? json::parse(v, nullptr, false) : json();
+                have_pod = a.pod.is_object();   // not discarded: a number nlohmann cannot hold
+            } else if (same_key(key, "Nodes")) {
+                a.nodes.reset();
+                if (r.null()) continue;
+                if (r.peek() != Reader::Kind::Object) bad("Nodes: not a NodeList");
+                a.nodes.emplace();
+                bool have_items = false;
+                r.begin_object();
+                while (r.next_member(nkey)) {
+                    if (!same_key(nkey, "items")) {
+                        r.skip();
+                        continue;
+                    }
+                    have_items = true;
+                    a.nodes->clear();
+                    if (r.null()) continue;
+                    if (r.peek() != Reader::Kind::Array) bad("Nodes: not a NodeList");
+                    r.begin_array();
+                    while (r.next_element()) a.nodes->push_back(read_node(r));
+                }
+                if (!have_items) bad("Nodes: not a NodeList");
+            } else if (same_key(key, "NodeNames")) {
+                a.node_names.reset();
+                if (r.null()) continue;
+                if (r.peek() != Reader::Kind::Array) bad("NodeNames: not a list");
+                a.node_names.emplace();
+                r.begin_array();
+                while (r.next_element()) {
+                    if (r.peek() != Reader::Kind::String) bad("NodeNames: a name that is not a string");
+                    a.node_names->push_back(r.string());
+                }
+            } else {
+                r.skip();
+            }
+        }
+        r.end();
+    } catch (const base::json_text::SyntaxError& e) {
+        bad(std::string("not a JSON object: ") + e.what());
+    }
+    if (!have_pod) bad("Pod: missing or not an object");
     if (!a.nodes && !a.node_names) bad("neither Nodes nor NodeNames");
     return a;
 }
@@ -109,21 +181,52 @@ void Extender::nad_event(const kube::Event& e) {
     else nads_[key] = e.object;
 }
 
+Extender::View Extender::make_view(NodeView v) {
+    auto n = std::make_shared<Node>();
+    n->view = std::move(v);
+    return n;
+}
+
+namespace {
+
+std::string resource_version_of(const json& node) {
+    auto md = node.find("metadata");
+    if (md == node.end() || !md->is_object()) return "";
+    auto rv = md->find("resourceVersion");
+    return rv != md->end() && rv->is_string() ? rv->get<std::string>() : "";
+}
+
+}  // namespace
+
 void Extender::replace_nodes(const std::vector<json>& items) {
-    std::map<std::string, std::shared_ptr<const NodeView>> fresh;
+    decltype(nodes_) old;
+    {
+        std::shared_lock lock(mu_);
+        old = nodes_;
+    }
+    decltype(nodes_) fresh;
     for (auto& n : items) {
-        auto v = std::make_shared<const NodeView>(node_view(n));
-        fresh[v->name] = std::move(v);
+        // A relist hands back the nodes that did not change: keep them, and their verdicts.
+        std::string rv = resource_version_of(n);
+        std::string name = meta(n, "name");
+        if (auto it = old.find(name); it != old.end() && !rv.empty() && it->second->view.resource_version == rv) {
+            fresh[name] = it->second;
+            continue;
+        }
+        View v = make_view(node_view(n));
+        fresh[v->view.name] = std::move(v);
     }
     std::unique_lock lock(mu_);
     nodes_ = std::move(fresh);
+    seen_.clear();
 }
 
 void Extender::node_event(const kube::Event& e) {
-    auto v = std::make_shared<const NodeView>(node_view(e.object));
+    View v = make_view(node_view(e.object));
     std::unique_lock lock(mu_);
-    if (e.type == "DELETED") nodes_.erase(v->name);
-    else nodes_[v->name] = std::move(v);
+    seen_.erase(v->view.name);
+    if (e.type == "DELETED") nodes_.erase(v->view.name);
+    else nodes_[v->view.name] = std::move(v);
 }
 
 void Extender::put_pod(const json& pod) {
@@ -203,32 +306,71 @@ std::vector<PodNetwork> Extender::networks_of(const json& pod, bool& has_topocni
     return nets;
 }
 
-std::shared_ptr<const NodeView> Extender::cached_view(const std::string& name) {
+std::vector<Extender::View> Extender::views_of(const ExtenderArgs& a) {
+    std::vector<View> out;
+    auto unknown = [](const std::string& name) {
+        NodeView v;
+        v.name = name;
+        v.facts_why = "the node is not in the extender's cache (yet)";
+        return make_view(std::move(v));
+    };
+    if (a.node_names) {
+        out.reserve(a.node_names->size());
+        std::shared_lock lock(mu_);
+        for (auto& name : *a.node_names) {
+            auto it = nodes_.find(name);
+            out.push_back(it != nodes_.end() ? it->second : unknown(name));
+        }
+        return out;
+    }
+    if (!a.nodes) return out;
+    out.resize(a.nodes->size());
+    std::vector<size_t> missing;
     {
         std::shared_lock lock(mu_);
-        if (auto it = nodes_.find(name); it != nodes_.end()) return it->second;
+        for (size_t i = 0; i < a.nodes->size(); ++i) {
+            const NodeItem& n = (*a.nodes)[i];
+            // The same resourceVersion is the same object: the scheduler's informer and
+            // the extender's watch read one API.
+            for (auto* cache : {&nodes_, &seen_}) {
+                auto it = cache->find(n.name);
+                if (!out[i] && it != cache->end() && !n.resource_version.empty() &&
+                    it->second->view.resource_version == n.resource_version)
+                    out[i] = it->second;
+            }
+            if (!out[i]) missing.push_back(i);
+        }
     }
-    auto v = std::make_shared<NodeView>();
-    v->name = name;
-    v->facts_why = "the node is not in the extender's cache (yet)";
-    return v;
-}
-
-NodeView Extender::view_of(const json& node) {
-    std::string name = meta(node, "name"), rv = meta(node, "resourceVersion");
-    {
-        std::shared_lock lock(mu_);
-        if (auto it = seen_.find(name); it != seen_.end() && !rv.empty() && it->second.first == rv) return it->second.second;
+    for (size_t i : missing) {
+        const NodeItem& n = (*a.nodes)[i];
+        std::map<std::string, std::string> labels;
+        std::optional<std::string> facts;
+        try {
+            std::string key;
+            if (!n.labels.empty()) {
+                Reader r(n.labels);
+                r.begin_object();
+                while (r.next_member(key)) {
+                    if (r.peek() == Reader::Kind::String) labels[key] = r.string();
+                    else r.skip();
+                }
+            }
+            if (!n.facts.empty()) facts = Reader(n.facts).string();
+        } catch (const base::json_text::SyntaxError&) {   // validated when parsed: cannot happen
+        }
+        out[i] = make_view(node_view(n.name, n.resource_version, std::move(labels), facts ? &*facts : nullptr));
+        if (n.resource_version.empty()) continue;
+        std::unique_lock lock(mu_);
+        if (seen_.size() >= 2 * nodes_.size() + 1000) seen_.clear();   // bounded: the watch's nodes differ rarely
+        seen_[n.name] = out[i];
     }
-    NodeView v = node_view(node);
-    std::unique_lock lock(mu_);
-    seen_[name] = {rv, v};
-    return v;
+    return out;
 }
 
 std::vector<PendingPod> Extender::pending_on(const std::string& node, const std::string& except_uid, std::time_t now) {
     std::vector<PendingPod> out;
     std::lock_guard lock(pods_mu_);
+    if (bound_on_.empty()) return out;
     auto on = bound_on_.find(node);
     if (on == bound_on_.end()) return out;
     for (auto& uid : on->second) {
@@ -241,7 +383,7 @@ std::vector<PendingPod> Extender::pending_on(const std::string& node, const std:
             }
             b.resolved = true;
         }
-        out.push_back(b.pod);   // a copy: the watch may change the cache meanwhile
+        out.push_back(b.pod);
     }
     return out;
 }
@@ -254,90 +396,153 @@ size_t signature(const std::vector<PodNetwork>& nets) {
     return std::hash<std::string>{}(all);
 }
 
+constexpr size_t kVerdictsPerNode = 8;
+
+void append_members(std::string& out, const std::vector<std::pair<std::string_view, std::string_view>>& members) {
+    out += '{';
+    for (size_t i = 0; i < members.size(); ++i) {
+        if (i) out += ',';
+        base::json_text::append_string(out, members[i].first);
+        out += ':';
+        base::json_text::append_string(out, members[i].second);
+    }
+    out += '}';
+}
+
 }  // namespace
 
-NodeVerdict Extender::cached_judge(const std::vector<PodNetwork>& nets, size_t nets_sig, const NodeView& v,
+NodeVerdict Extender::cached_judge(const std::vector<PodNetwork>& nets, size_t nets_sig, const View& node,
                                    const std::string& uid, std::time_t now) {
+    const NodeView& v = node->view;
     auto pending = pending_on(v.name, uid, now);
     bool stale = !v.facts || !v.taken_at || now - *v.taken_at > static_cast<std::time_t>(o_.judge.max_facts_age);
-    std::string key = v.name + '\n' + std::to_string(reinterpret_cast<uintptr_t>(v.facts.get())) + '\n' +
-                      (stale ? "s" : "f") + std::to_string(nets_sig);
-    for (auto& p : pending) key += '\n' + p.uid;
+    VerdictKey key{nets_sig, stale, {}};
+    for (auto& p : pending) key.pending += p.uid + '\n';
     {
-        std::lock_guard lock(verdicts_mu_);
-        if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
+        std::lock_guard lock(node->mu);
+        for (auto& [k, verdict] : node->verdicts)
+            if (k == key) return verdict;
     }
     NodeVerdict verdict = judge_node(nets, v, pointers(pending), o_.judge, now);
-    std::lock_guard lock(verdicts_mu_);
-    if (verdicts_.size() > 100000) verdicts_.clear();   // bounded; rebuilt as asked
-    verdicts_[key] = verdict;
+    std::lock_guard lock(node->mu);
+    if (node->verdicts.size() >= kVerdictsPerNode) node->verdicts.erase(node->verdicts.begin());
+    node->verdicts.emplace_back(std::move(key), verdict);
     return verdict;
 }
 
-json Extender::filter(const ExtenderArgs& a, std::time_t now) {
-    json result = {{"Nodes", nullptr}, {"NodeNames", nullptr}, {"FailedNodes", json::object()},
-                   {"FailedAndUnresolvableNodes", json::object()}, {"Error", ""}};
+Extender::Reply Extender::filter(const ExtenderArgs& a, std::time_t now) {
     bool has_topocni = false;
     auto nets = networks_of(a.pod, has_topocni);
     std::string who = meta(a.pod, "namespace") + "/" + meta(a.pod, "name");
-    json passed_nodes = json::array(), passed_names = json::array();
-    if (!has_topocni) {   // not ours: every node, at once
-        if (a.nodes) result["Nodes"] = {{"metadata", json::object()}, {"items", *a.nodes}};
-        if (a.node_names) result["NodeNames"] = *a.node_names;
-        return result;
-    }
     std::string uid = meta(a.pod, "uid"), log;
-    size_t fit = 0, total = 0, sig = signature(nets);
-    auto judge = [&](const NodeView& v) -> bool {
-        ++total;
-        NodeVerdict verdict;
-        verdict = cached_judge(nets, sig, v, uid, now);
-        if (verdict.fits) {
+    size_t fit = 0, sig = signature(nets);
+    // Not ours: every node passes, at once.
+    std::vector<View> views = has_topocni ? views_of(a) : std::vector<View>{};
+    std::vector<char> passes(views.size(), 1);
+    std::vector<NodeVerdict> verdicts(views.size());
+    std::vector<std::pair<std::string_view, std::string_view>> failed, unresolvable;
+    for (size_t i = 0; i < views.size(); ++i) {
+        verdicts[i] = cached_judge(nets, sig, views[i], uid, now);
+        if (verdicts[i].fits) {
             ++fit;
-            return true;
+            continue;
         }
-        (verdict.resolvable ? result["FailedNodes"] : result["FailedAndUnresolvableNodes"])[v.name] = verdict.reason;
-        log += "; " + v.name + ": " + verdict.evidence;
-        return false;
+        passes[i] = 0;
+        const std::string& name = views[i]->view.name;
+        (verdicts[i].resolvable ? failed : unresolvable).emplace_back(name, verdicts[i].reason);
+        if (log.size() < 4096) log += "; " + name + ": " + verdicts[i].evidence;
+    }
+    auto pass = [&](size_t i) { return !has_topocni || passes[i]; };
+    // The answer: a head, the fitting Nodes as the request has them (a run of fitting
+    // neighbours is one piece, separators included), and a tail.
+    struct Owned {
+        std::shared_ptr<const std::string> body;
+        std::string head, tail;
     };
+    auto own = std::make_shared<Owned>();
+    own->body = a.body;
+    Reply reply{200, "", {}, own};
+    std::string& out = own->head;
+    out += R"({"Nodes":)";
     if (a.nodes) {
-        for (auto& n : *a.nodes)
-            if (judge(view_of(n))) passed_nodes.push_back(n);
-        result["Nodes"] = {{"metadata", json::object()}, {"items", passed_nodes}};
-    }
-    if (a.node_names) {
-        for (auto& name : *a.node_names) {
-            std::shared_ptr<const NodeView> v = cached_view(name);
-            if (judge(*v)) passed_names.push_back(name);
+        out += R"({"metadata":{},"items":[)";
+        reply.pieces.push_back(out);
+        const auto& items = *a.nodes;
+        for (size_t i = 0; i < items.size();) {
+            if (!pass(i)) {
+                ++i;
+                continue;
+            }
+            size_t last = i;
+            while (last + 1 < items.size() && pass(last + 1)) ++last;
+            if (reply.pieces.size() > 1) reply.pieces.emplace_back(",");
+            const char* from = items[i].raw.data();
+            const char* to = items[last].raw.data() + items[last].raw.size();
+            reply.pieces.emplace_back(from, static_cast<size_t>(to - from));
+            i = last + 1;
         }
-        result["NodeNames"] = passed_names;
+        own->tail += "]}";
+    } else {
+        out += "null";
     }
-    base::log::info(capped("filter " + who + ": " + std::to_string(fit) + " of " + std::to_string(total) + " nodes fit" + log));
-    return result;
+    std::string& tail = a.nodes ? own->tail : own->head;
+    tail += R"(,"NodeNames":)";
+    if (a.node_names) {
+        tail += '[';
+        bool first = true;
+        for (size_t i = 0; i < a.node_names->size(); ++i) {
+            if (!pass(i)) continue;
+            if (!first) tail += ',';
+            first = false;
+            base::json_text::append_string(tail, (*a.node_names)[i]);
+        }
+        tail += ']';
+    } else {
+        tail += "null";
+    }
+    tail += R"(,"FailedNodes":)";
+    append_members(tail, failed);
+    tail += R"(,"FailedAndUnresolvableNodes":)";
+    append_members(tail, unresolvable);
+    tail += R"(,"Error":""})";
+    if (a.nodes) reply.pieces.push_back(own->tail);
+    else reply.pieces.push_back(own->head);
+    if (has_topocni)
+        base::log::info(capped("filter " + who + ": " + std::to_string(fit) + " of " + std::to_string(views.size()) +
+                               " nodes fit" + log));
+    return reply;
 }
 
-json Extender::prioritize(const ExtenderArgs& a, std::time_t now) {
-    json out = json::array();
+std::string Extender::Reply::text() const {
+    if (pieces.empty()) return body;
+    std::string out;
+    for (auto p : pieces) out += p;
+    return out;
+}
+
+std::string Extender::prioritize(const ExtenderArgs& a, std::time_t now) {
     bool has_topocni = false;
     auto nets = networks_of(a.pod, has_topocni);
     std::string uid = meta(a.pod, "uid");
     size_t sig = signature(nets);
-    auto score = [&](const NodeView& v) {
-        if (!has_topocni) return 0;
-        NodeVerdict verdict = cached_judge(nets, sig, v, uid, now);
-        return verdict.fits ? verdict.score : 0;
-    };
-    if (a.nodes)
-        for (auto& n : *a.nodes) {
-            NodeView v = view_of(n);
-            out.push_back({{"Host", v.name}, {"Score", score(v)}});
+    std::vector<View> views = views_of(a);
+    std::string out = "[";
+    for (size_t i = 0; i < views.size(); ++i) {
+        int score = 0;
+        if (has_topocni) {
+            NodeVerdict verdict = cached_judge(nets, sig, views[i], uid, now);
+            score = verdict.fits ? verdict.score : 0;
         }
-    if (a.node_names)
-        for (auto& name : *a.node_names) out.push_back({{"Host", name}, {"Score", score(*cached_view(name))}});
+        if (i) out += ',';
+        out += R"({"Host":)";
+        base::json_text::append_string(out, views[i]->view.name);
+        out += R"(,"Score":)" + std::to_string(score) + '}';
+    }
+    out += ']';
     return out;
 }
 
-Extender::Reply Extender::handle(const std::string& method, const std::string& target, const std::string& body) {
+Extender::Reply Extender::handle(const std::string& method, const std::string& target, std::string body) {
     std::string path = target.substr(0, target.find('?'));
     if (method == "GET" && path == "/healthz") return {200, R"({"status":"ok"})"};
     bool filter_verb = path == o_.url_prefix + "/filter", prioritize_verb = path == o_.url_prefix + "/prioritize";
@@ -345,17 +550,20 @@ Extender::Reply Extender::handle(const std::string& method, const std::string& t
     if (method != "POST") return {405, R"({"Error":"POST only"})"};
     std::time_t now = std::time(nullptr);
     try {
-        ExtenderArgs a = parse_extender_args(body);
-        return {200, (filter_verb ? filter(a, now) : prioritize(a, now)).dump()};
+        ExtenderArgs a = parse_extender_args(std::move(body));
+        if (filter_verb) return filter(a, now);
+        return {200, prioritize(a, now), {}, {}};
     } catch (const base::Error& e) {
         base::log::warn(std::string("bad request: ") + e.what());
         // The scheduler reads Error from a 200 answer; for prioritize a list is expected,
         // so any other answer is an error it logs.
         if (filter_verb)
-            return {200, json({{"Nodes", nullptr}, {"NodeNames", nullptr}, {"FailedNodes", json::object()},
-                               {"FailedAndUnresolvableNodes", json::object()}, {"Error", e.what()}})
-                             .dump()};
-        return {400, json({{"Error", e.what()}}).dump()};
+            return {200,
+                    json({{"Nodes", nullptr}, {"NodeNames", nullptr}, {"FailedNodes", json::object()},
+                          {"FailedAndUnresolvableNodes", json::object()}, {"Error", e.what()}})
+                        .dump(-1, ' ', false, json::error_handler_t::replace),
+                    {}, {}};
+        return {400, json({{"Error", e.what()}}).dump(-1, ' ', false, json::error_handler_t::replace), {}, {}};
     }
 }
 

@@ -7,11 +7,13 @@
 #pragma once
 #include <ctime>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -22,16 +24,27 @@
 
 namespace cni::cluster {
 
-/// ExtenderArgs as kube-scheduler sends it.
+/// One Node of ExtenderArgs.Nodes.items: what the extender reads of it, and its bytes.
+struct NodeItem {
+    std::string_view raw;                   ///< the Node as sent: echoed back when it fits
+    std::string name, resource_version;
+    std::string_view labels;                ///< metadata.labels as sent (empty: none)
+    std::string_view facts;                 ///< the topocni.io/facts annotation's string literal (empty: none)
+};
+
+/// ExtenderArgs as kube-scheduler sends it. The nodes are views into `body`, which it owns.
 struct ExtenderArgs {
+    std::shared_ptr<const std::string> body;
     nlohmann::json pod;
-    std::optional<std::vector<nlohmann::json>> nodes;        ///< Nodes.items (nodeCacheCapable: false)
+    std::optional<std::vector<NodeItem>> nodes;              ///< Nodes.items (nodeCacheCapable: false)
     std::optional<std::vector<std::string>> node_names;      ///< NodeNames (nodeCacheCapable: true)
 };
 
-/// Parses an ExtenderArgs body: keys matched case-insensitively (an exact match first),
-/// as Go's encoding/json does; Nodes is a v1.NodeList. Throws code 6 naming what is wrong.
-ExtenderArgs parse_extender_args(const std::string& body);
+/// Parses an ExtenderArgs body as Go's encoding/json does: member names matched ignoring
+/// case, a later member overriding an earlier one; Nodes is a v1.NodeList, of which only
+/// each Node's name, resourceVersion, labels and facts annotation are read (the rest is
+/// validated and kept as bytes). Throws code 6 naming what is wrong.
+ExtenderArgs parse_extender_args(std::string body);
 
 struct ExtenderOptions {
     Options judge;                      ///< max_facts_age
@@ -55,13 +68,17 @@ public:
     struct Reply {
         int status;
         std::string body;
+        std::vector<std::string_view> pieces;   ///< instead of body: see kube::server::Response
+        std::shared_ptr<const void> keep;
+        std::string text() const;               ///< the pieces joined, or the body
     };
-    Reply handle(const std::string& method, const std::string& target, const std::string& body);
+    Reply handle(const std::string& method, const std::string& target, std::string body);
 
-    /// ExtenderFilterResult.
-    nlohmann::json filter(const ExtenderArgs& a, std::time_t now);
-    /// HostPriorityList.
-    nlohmann::json prioritize(const ExtenderArgs& a, std::time_t now);
+    /// ExtenderFilterResult, as JSON text: with full Nodes, pieces of the request's own
+    /// bytes, not copied.
+    Reply filter(const ExtenderArgs& a, std::time_t now);
+    /// HostPriorityList, as JSON text.
+    std::string prioritize(const ExtenderArgs& a, std::time_t now);
 
 private:
     struct Bound {
@@ -70,25 +87,40 @@ private:
         PendingPod pod;
         bool resolved = false;
     };
+    struct VerdictKey {
+        size_t nets;           ///< signature of the pod's networks
+        bool stale;
+        std::string pending;   ///< UIDs of the pods pending on the node ("" mostly)
+        bool operator==(const VerdictKey& o) const { return nets == o.nets && stale == o.stale && pending == o.pending; }
+    };
+    /// A node as cached, with the last verdicts given on it: they go when it does.
+    struct Node {
+        NodeView view;
+        mutable std::mutex mu;
+        mutable std::vector<std::pair<VerdictKey, NodeVerdict>> verdicts;   ///< the last few, newest last
+    };
+    using View = std::shared_ptr<const Node>;
+    static View make_view(NodeView v);
     std::vector<PodNetwork> networks_of(const nlohmann::json& pod, bool& has_topocni);
     std::vector<PodNetwork> resolve(const std::vector<NetworkSelection>& sels);
-    NodeView view_of(const nlohmann::json& node);
-    std::shared_ptr<const NodeView> cached_view(const std::string& name);
+    /// The nodes a request names, as cached: a Node sent with the resourceVersion the
+    /// cache holds is that node, not parsed again.
+    std::vector<View> views_of(const ExtenderArgs& a);
     void forget(const std::string& uid);   ///< under pods_mu_
+    /// The pods bound to `node` and still pending (copies: the watch may change them meanwhile).
     std::vector<PendingPod> pending_on(const std::string& node, const std::string& except_uid, std::time_t now);
     void put_pod(const nlohmann::json& pod);
+    /// A verdict per node (its cached view), pod networks and pending pods: the pods of a
+    /// Deployment ask the same of nodes whose facts rarely change.
+    NodeVerdict cached_judge(const std::vector<PodNetwork>& nets, size_t nets_sig, const View& v,
+                             const std::string& uid, std::time_t now);
 
     ExtenderOptions o_;
     std::shared_mutex mu_;
     std::map<std::string, nlohmann::json> nads_;       ///< "ns/name" -> NAD
-    std::map<std::string, std::shared_ptr<const NodeView>> nodes_;   ///< from the node cache
-    std::map<std::string, std::pair<std::string, NodeView>> seen_;   ///< name -> (resourceVersion, view): Nodes in requests
-    /// Verdicts by node (its facts as cached), pod networks and pending pods: the pods of a
-    /// Deployment ask the same of nodes whose facts rarely change.
-    NodeVerdict cached_judge(const std::vector<PodNetwork>& nets, size_t nets_sig, const NodeView& v,
-                             const std::string& uid, std::time_t now);
-    std::mutex verdicts_mu_;
-    std::unordered_map<std::string, NodeVerdict> verdicts_;
+    std::unordered_map<std::string, View> nodes_;      ///< from the node watch
+    std::unordered_map<std::string, View> seen_;       ///< Nodes sent in requests unlike the watch's (bounded)
+
     std::mutex pods_mu_;
     std::map<std::string, Bound> bound_;               ///< pod UID -> a pod bound to a node, pending
     std::unordered_map<std::string, std::set<std::string>> bound_on_;   ///< node -> UIDs in bound_

@@ -236,30 +236,45 @@ PodNetwork pod_network(const NetworkSelection& sel, const json* nad) {
     return n;
 }
 
-NodeView node_view(const json& node) {
+NodeView node_view(std::string name, std::string resource_version, std::map<std::string, std::string> labels,
+                   const std::string* facts) {
     NodeView v;
-    const json* md = node.is_object() && node.contains("metadata") && node["metadata"].is_object() ? &node["metadata"] : nullptr;
-    if (!md) {
-        v.facts_why = "not a Node object";
-        return v;
-    }
-    v.name = md->value("name", json("")).is_string() ? md->value("name", std::string()) : "";
-    if (auto l = md->find("labels"); l != md->end() && l->is_object())
-        for (auto it = l->begin(); it != l->end(); ++it)
-            if (it->is_string()) v.labels[it.key()] = it->get<std::string>();
-    auto an = md->find("annotations");
-    if (an == md->end() || !an->is_object() || !an->contains(kFactsAnnotation) || !(*an)[kFactsAnnotation].is_string()) {
+    v.name = std::move(name);
+    v.resource_version = std::move(resource_version);
+    v.labels = std::move(labels);
+    if (!facts) {
         v.facts_why = "the node publishes no topocni facts";
         return v;
     }
     try {
-        auto doc = std::make_shared<NodeFacts>(facts_from_json(json::parse((*an)[kFactsAnnotation].get<std::string>())));
+        auto doc = std::make_shared<NodeFacts>(facts_from_json(json::parse(*facts)));
         v.taken_at = parse_time(doc->taken_at);
         v.facts = std::move(doc);
     } catch (const std::exception& e) {
         v.facts_why = std::string("the node's topocni facts do not parse: ") + e.what();
     }
     return v;
+}
+
+NodeView node_view(const json& node) {
+    const json* md = node.is_object() && node.contains("metadata") && node["metadata"].is_object() ? &node["metadata"] : nullptr;
+    if (!md) {
+        NodeView v;
+        v.facts_why = "not a Node object";
+        return v;
+    }
+    auto text = [&](const char* key) {
+        auto it = md->find(key);
+        return it != md->end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    std::map<std::string, std::string> labels;
+    if (auto l = md->find("labels"); l != md->end() && l->is_object())
+        for (auto it = l->begin(); it != l->end(); ++it)
+            if (it->is_string()) labels[it.key()] = it->get<std::string>();
+    const std::string* facts = nullptr;
+    if (auto an = md->find("annotations"); an != md->end() && an->is_object())
+        if (auto f = an->find(kFactsAnnotation); f != an->end() && f->is_string()) facts = &f->get_ref<const std::string&>();
+    return node_view(text("name"), text("resourceVersion"), std::move(labels), facts);
 }
 
 NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& node,

@@ -48,10 +48,14 @@ struct NodeView {
     std::shared_ptr<const NodeFacts> facts;   ///< null: none published, or not parsable
     std::string facts_why;                    ///< why there are none
     std::optional<std::time_t> taken_at;
+    std::string resource_version;             ///< the Node object's: the same one is the same node
 };
 
 /// The node as a Node object carries it (labels, the topocni.io/facts annotation).
 NodeView node_view(const nlohmann::json& node);
+/// The same from its parts; `facts` is the annotation's text (null: the node has none).
+NodeView node_view(std::string name, std::string resource_version, std::map<std::string, std::string> labels,
+                   const std::string* facts);
 
 /// A pod bound to a node whose facts do not count it yet: its networks still need room.
 struct PendingPod {

@@ -115,9 +115,32 @@ TEST_CASE("ExtenderArgs are read with Go's names in any case, and a request with
     auto b = parse_extender_args(R"({"pod": {}, "nodes": {"items": [{"metadata": {"name": "w1"}}]}})");
     REQUIRE(b.nodes);
     CHECK(b.nodes->size() == 1);
+    // As Go decodes: a later member of the same field (in any case) wins.
+    auto c = parse_extender_args(R"({"Pod": {"metadata": {"name": "a"}}, "pod": {"metadata": {"name": "b"}}, "NodeNames": ["x"], "nodeNames": null, "Nodes": {"items": []}})");
+    CHECK(c.pod["metadata"]["name"] == "b");
+    CHECK_FALSE(c.node_names);
+    CHECK(c.nodes->empty());
     CHECK(has(error_of([] { parse_extender_args(R"({"Pod": {}})"); }), "neither Nodes nor NodeNames"));
     CHECK(has(error_of([] { parse_extender_args(R"({"Pod": 1, "NodeNames": []})"); }), "Pod: missing or not an object"));
     CHECK(has(error_of([] { parse_extender_args(R"({"Pod": {}, "NodeNames": [1]})"); }), "not a string"));
+    CHECK(has(error_of([] { parse_extender_args(R"({"Pod": {}, "NodeNames": []} x)"); }), "not a JSON object"));
+    CHECK(has(error_of([] { parse_extender_args(R"({"Pod": {"a": 1e999}, "NodeNames": []})"); }), "a number too large for a double"));
+    CHECK(has(error_of([] { parse_extender_args(R"({"Pod": {}, "Nodes": {"items": [1]}})"); }), "a node that is not an object"));
+}
+
+TEST_CASE("a Node in ExtenderArgs is read for its name, version, labels and facts, and kept as the bytes sent") {
+    std::string node = R"({"kind": "Node", "metadata": {"name": "w\u0031", "resourceVersion": "7", "labels": {"zone": "a"},)"
+                       R"( "annotations": {"other": "x", "topocni.io/facts": "{\"version\": 1}"}}, "status": {"images": [1, 2.5e3, true, null]}})";
+    auto a = parse_extender_args(R"({"Pod": {}, "Nodes": {"metadata": {}, "items": [ )" + node + R"( ,{"metadata": null}]}})");
+    REQUIRE(a.nodes->size() == 2);
+    const NodeItem& n = (*a.nodes)[0];
+    CHECK(n.raw == node);
+    CHECK(n.name == "w1");
+    CHECK(n.resource_version == "7");
+    CHECK(n.labels == R"({"zone": "a"})");
+    CHECK(n.facts == R"("{\"version\": 1}")");
+    CHECK((*a.nodes)[1].name.empty());
+    CHECK((*a.nodes)[1].raw == R"({"metadata": null})");
 }
 
 TEST_CASE("an SR-IOV network fits where a free VF of its resource sits on the NUMA node its topology allows") {
@@ -214,22 +237,32 @@ TEST_CASE("filter answers with the survivors in the field the scheduler reads, a
     ext.replace_nodes({node("w1", 1, 0), node("w2", 0, 0), node("w3", 1, 3)});
     json pod = {{"metadata", {{"name", "p"}, {"namespace", "default"}, {"uid", "u"},
                               {"annotations", {{kNetworksAnnotation, "sriov-a"}}}}}};
-    ExtenderArgs names{pod, std::nullopt, std::vector<std::string>{"w1", "w2", "w3", "w4"}};
-    json r = ext.filter(names, kNow);
+    auto args = [&](const json& p, json nodes, json names) {
+        return parse_extender_args(json({{"Pod", p}, {"Nodes", nodes}, {"NodeNames", names}}).dump());
+    };
+    ExtenderArgs names = args(pod, nullptr, {"w1", "w2", "w3", "w4"});
+    json r = json::parse(ext.filter(names, kNow).text());
     // w4 is in no cache: it has no facts, and the NAD's unknownTopology (allow) lets it pass.
     CHECK(r["NodeNames"] == json({"w1", "w3", "w4"}));
     CHECK(r["Nodes"].is_null());
     CHECK(r["FailedNodes"]["w2"] == "topocni: default/sriov-a: topology.numaNode not met");
     CHECK(r["FailedAndUnresolvableNodes"].empty());
-    json p = ext.prioritize(names, kNow);
+    CHECK(r["Error"] == "");
+    json p = json::parse(ext.prioritize(names, kNow));
     REQUIRE(p.size() == 4);
     CHECK(p[0] == json({{"Host", "w1"}, {"Score", 8}}));   // 3 of 4 VFs left
     CHECK(p[2] == json({{"Host", "w3"}, {"Score", 0}}));   // the last VF
-    ExtenderArgs objects{pod, std::vector<json>{node("w1", 1, 0), node("w2", 0, 0)}, std::nullopt};
-    json o = ext.filter(objects, kNow);
-    REQUIRE(o["Nodes"]["items"].size() == 1);
-    CHECK(o["Nodes"]["items"][0]["metadata"]["name"] == "w1");
+    // Full Nodes: the ones that fit come back as sent. w2 is sent newer than the cache
+    // holds (another resourceVersion, its VF now on NUMA node 1): the request's copy decides.
+    json w2 = node("w2", 1, 0);
+    w2["metadata"]["resourceVersion"] = "2";
+    json o = json::parse(ext.filter(args(pod, {{"items", {node("w1", 1, 0), w2, node("w5", 0, 0), node("w6", 1, 0)}}}, nullptr), kNow).text());
+    REQUIRE(o["Nodes"]["items"].size() == 3);
+    CHECK(o["Nodes"]["items"][0] == node("w1", 1, 0));
+    CHECK(o["Nodes"]["items"][1] == w2);
+    CHECK(o["Nodes"]["items"][2] == node("w6", 1, 0));
+    CHECK(o["FailedNodes"]["w5"] == "topocni: default/sriov-a: topology.numaNode not met");
     CHECK(o["NodeNames"].is_null());
     json plain = {{"metadata", {{"name", "q"}, {"namespace", "default"}}}};
-    CHECK(ext.filter({plain, std::nullopt, std::vector<std::string>{"w2"}}, kNow)["NodeNames"] == json({"w2"}));
+    CHECK(json::parse(ext.filter(args(plain, nullptr, {"w2"}), kNow).text())["NodeNames"] == json({"w2"}));
 }
