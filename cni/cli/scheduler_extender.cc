@@ -75,6 +75,8 @@ void add_scheduler_extender(CLI::App& app, int& status) {
         // to the largest block freed): a few arenas, and big blocks mapped and returned at
         // once, keep the server's memory at the cache plus the requests in flight.
         ::mallopt(M_ARENA_MAX, 2);
+        ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+        ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
         struct sigaction sa {};
         sa.sa_handler = on_extender_signal;
         ::sigaction(SIGTERM, &sa, nullptr);
