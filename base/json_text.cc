@@ -85,25 +85,32 @@ void Reader::begin_object() {
     first_.push_back('{');
 }
 
-bool Reader::next_member(std::string& key) {
-    if (first_.empty() || (first_.back() != '{' && first_.back() != 'o')) fail("not inside an object");
-    char c = must("a member or '}'");
-    if (c == '}') {
+bool Reader::next_in(char open, char close, const char* what) {
+    // first_.back() is `open` until the container's first item, then its uppercase twin.
+    char after = static_cast<char>(open == '{' ? 'O' : 'A');
+    if (first_.empty() || (first_.back() != open && first_.back() != after)) fail(std::string("not inside an ") + what);
+    char c = must("an item or a closing bracket");
+    if (c == close) {
         ++p_;
         first_.pop_back();
         return false;
     }
-    if (first_.back() == 'o') {   // after a member: a comma first
-        if (c != ',') fail("expected ',' or '}' after an object member");
+    if (first_.back() == after) {   // after an item: a comma first
+        if (c != ',') fail(std::string("expected ',' or '") + close + "' after an " + what + " item");
         ++p_;
-        c = must("a member name");
+        must("an item");
     }
-    if (c != '"') fail("expected a member name");
+    first_.back() = after;
+    return true;
+}
+
+bool Reader::next_member(std::string& key) {
+    if (!next_in('{', '}', "object")) return false;
+    if (s_[p_] != '"') fail("expected a member name");
     key.clear();
     scan_string(&key);
     if (must("':'") != ':') fail("expected ':' after a member name");
     ++p_;
-    first_.back() = 'o';
     return true;
 }
 
@@ -113,22 +120,7 @@ void Reader::begin_array() {
     first_.push_back('[');
 }
 
-bool Reader::next_element() {
-    if (first_.empty() || (first_.back() != '[' && first_.back() != 'a')) fail("not inside an array");
-    char c = must("an element or ']'");
-    if (c == ']') {
-        ++p_;
-        first_.pop_back();
-        return false;
-    }
-    if (first_.back() == 'a') {
-        if (c != ',') fail("expected ',' or ']' after an array element");
-        ++p_;
-        must("an element");
-    }
-    first_.back() = 'a';
-    return true;
-}
+bool Reader::next_element() { return next_in('[', ']', "array"); }
 
 std::string Reader::string() {
     if (must("a string") != '"') fail("expected a string");

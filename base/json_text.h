@@ -53,6 +53,9 @@ public:
 
 private:
     [[noreturn]] void fail(const std::string& what) const;
+    /// The step shared by next_member and next_element: the closing bracket, or the comma
+    /// before any item but the first; leaves the cursor on the item.
+    bool next_in(char open, char close, const char* what);
     void ws();
     char must(const char* what);
     void literal(std::string_view word);
@@ -62,7 +65,7 @@ private:
 
     std::string_view s_;
     size_t p_ = 0;
-    // Whether the container just opened has had a member or element yet: one bit per level.
+    // Per open container, innermost last: its bracket until its first item, then 'O' or 'A'.
     std::string first_;
 };
 

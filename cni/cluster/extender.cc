@@ -187,17 +187,6 @@ Extender::View Extender::make_view(NodeView v) {
     return n;
 }
 
-namespace {
-
-std::string resource_version_of(const json& node) {
-    auto md = node.find("metadata");
-    if (md == node.end() || !md->is_object()) return "";
-    auto rv = md->find("resourceVersion");
-    return rv != md->end() && rv->is_string() ? rv->get<std::string>() : "";
-}
-
-}  // namespace
-
 void Extender::replace_nodes(const std::vector<json>& items) {
     decltype(nodes_) old;
     {
@@ -207,8 +196,7 @@ void Extender::replace_nodes(const std::vector<json>& items) {
     decltype(nodes_) fresh;
     for (auto& n : items) {
         // A relist hands back the nodes that did not change: keep them, and their verdicts.
-        std::string rv = resource_version_of(n);
-        std::string name = meta(n, "name");
+        std::string rv = meta(n, "resourceVersion"), name = meta(n, "name");
         if (auto it = old.find(name); it != old.end() && !rv.empty() && it->second->view.resource_version == rv) {
             fresh[name] = it->second;
             continue;
@@ -370,7 +358,6 @@ std::vector<Extender::View> Extender::views_of(const ExtenderArgs& a) {
 std::vector<PendingPod> Extender::pending_on(const std::string& node, const std::string& except_uid, std::time_t now) {
     std::vector<PendingPod> out;
     std::lock_guard lock(pods_mu_);
-    if (bound_on_.empty()) return out;
     auto on = bound_on_.find(node);
     if (on == bound_on_.end()) return out;
     for (auto& uid : on->second) {
@@ -438,8 +425,7 @@ Extender::Reply Extender::filter(const ExtenderArgs& a, std::time_t now) {
     size_t fit = 0, sig = signature(nets);
     // Not ours: every node passes, at once.
     std::vector<View> views = has_topocni ? views_of(a) : std::vector<View>{};
-    std::vector<char> passes(views.size(), 1);
-    std::vector<NodeVerdict> verdicts(views.size());
+    std::vector<NodeVerdict> verdicts(views.size());   // the failed maps below point into their reasons
     std::vector<std::pair<std::string_view, std::string_view>> failed, unresolvable;
     for (size_t i = 0; i < views.size(); ++i) {
         verdicts[i] = cached_judge(nets, sig, views[i], uid, now);
@@ -447,12 +433,11 @@ Extender::Reply Extender::filter(const ExtenderArgs& a, std::time_t now) {
             ++fit;
             continue;
         }
-        passes[i] = 0;
         const std::string& name = views[i]->view.name;
         (verdicts[i].resolvable ? failed : unresolvable).emplace_back(name, verdicts[i].reason);
         if (log.size() < 4096) log += "; " + name + ": " + verdicts[i].evidence;
     }
-    auto pass = [&](size_t i) { return !has_topocni || passes[i]; };
+    auto pass = [&](size_t i) { return !has_topocni || verdicts[i].fits; };
     // The answer: a head, the fitting Nodes as the request has them (a run of fitting
     // neighbours is one piece, separators included), and a tail.
     struct Owned {
