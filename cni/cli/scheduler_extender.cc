@@ -73,9 +73,11 @@ void add_scheduler_extender(CLI::App& app, int& status) {
         // A request with full Nodes is an 11 MB block (5,000 nodes). By default glibc gives
         // each worker thread an arena that keeps such blocks once freed (740 MiB peak), or,
         // tuned to map and unmap them, faults their pages in again for every request (3,000
-        // faults, ~45 ms on a VM). Two arenas that keep big blocks for reuse: 130 MiB peak,
-        // and no faults once warm.
-        ::mallopt(M_ARENA_MAX, 2);
+        // faults, ~45 ms on a VM). One arena, the main heap, that keeps big blocks for reuse:
+        // 70 MiB peak, and no faults once its heap has grown to the high-water mark in the
+        // first requests. (With a second arena, whose heaps hold only five such blocks each,
+        // a new heap was still mapped and faulted in now and then, long after warm-up.)
+        ::mallopt(M_ARENA_MAX, 1);
         ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
         ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
         struct sigaction sa {};
