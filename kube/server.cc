@@ -1,6 +1,7 @@
 #include "kube/server.h"
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -8,6 +9,9 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -93,26 +97,57 @@ public:
         parser_.emplace();
         parser_->body_limit(s_.o.max_body);
         lowest().expires_after(s_.o.request_timeout);
-        http::async_read(stream_, buf_, *parser_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
-            self->on_read(ec);
+        http::async_read_header(stream_, buf_, *parser_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+            self->on_header(ec);
         });
     }
 
 private:
     beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
 
+    void on_header(beast::error_code ec) {
+        if (ec == http::error::body_limit) return reply({413, R"({"error":"request too large"})"}, false);
+        if (ec) return;   // closed, timed out, garbage: nothing to answer
+        auto length = parser_->content_length();
+        if (!length || parser_->chunked()) {   // chunked: Beast reads it, 64 KiB at a time
+            http::async_read(stream_, buf_, *parser_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                self->on_read(ec);
+            });
+            return;
+        }
+        if (*length > s_.o.max_body) return reply({413, R"({"error":"request too large"})"}, false);
+        // A known length is read straight into the body, each read taking all the socket
+        // holds. Beast would read 64 KiB at a time, each read a completion handed to a
+        // worker thread: 175 of them for the 11 MB of 5,000 Nodes.
+        body_.resize(*length);
+        size_t have = std::min<size_t>(buf_.size(), *length);
+        net::buffer_copy(net::buffer(body_.data(), have), buf_.data());
+        buf_.consume(have);
+        net::async_read(stream_, net::buffer(body_.data() + have, *length - have),
+                        [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec) return;
+                            auto& req = self->parser_->get();
+                            self->handle(std::string(req.method_string()), std::string(req.target()),
+                                         std::move(self->body_), req.keep_alive());
+                        });
+    }
+
     void on_read(beast::error_code ec) {
         if (ec == http::error::body_limit) return reply({413, R"({"error":"request too large"})"}, false);
         if (ec) return;   // closed, timed out, garbage: nothing to answer
         auto& req = parser_->get();
+        handle(std::string(req.method_string()), std::string(req.target()), std::move(req.body()), req.keep_alive());
+    }
+
+    void handle(std::string method, std::string target, std::string body, bool keep_alive) {
         Response r;
         try {
-            r = s_.handler({std::string(req.method_string()), std::string(req.target()), std::move(req.body())});
+            r = s_.handler({std::move(method), std::move(target), std::move(body)});
         } catch (const std::exception& e) {
             base::log::error(std::string("handler failed: ") + e.what());
             r = {500, R"({"error":"internal error"})"};
         }
-        reply(std::move(r), req.keep_alive());
+        reply(std::move(r), keep_alive);
     }
 
     void reply(Response r, bool keep_alive) {
@@ -139,6 +174,7 @@ private:
     Shared& s_;
     beast::flat_buffer buf_;
     std::optional<http::request_parser<http::string_body>> parser_;
+    std::string body_;
     http::response<PiecesBody> res_;
 };
 
@@ -159,6 +195,15 @@ tcp::endpoint endpoint_of(const std::string& listen) {
     if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
         throw Error(Error::Kind::Invalid, "--listen '" + listen + "': '" + port + "' is not a port");
     return {addr, static_cast<unsigned short>(std::stoi(port))};
+}
+
+int thread_count(const Options& o) {
+    int n = o.threads;
+    if (n <= 0) {
+        cpu_set_t cpus;
+        n = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 2;
+    }
+    return std::clamp(n, 1, std::max(1, o.max_connections));
 }
 
 }  // namespace
@@ -250,7 +295,7 @@ void serve(const Options& o, const Handler& handler, const std::atomic<bool>& st
     };
     poll_stop();
     std::vector<std::thread> workers;
-    for (int i = 1; i < std::max(1, o.max_connections); ++i) workers.emplace_back([&] { ioc.run(); });
+    for (int i = 1; i < thread_count(o); ++i) workers.emplace_back([&] { ioc.run(); });
     ioc.run();
     for (auto& t : workers) t.join();
 }

@@ -36,6 +36,11 @@ struct Options {
     std::chrono::milliseconds request_timeout{10000};   ///< reading one request, and writing its answer
     std::chrono::milliseconds idle_timeout{60000};      ///< a kept-alive connection with nothing to say
     int max_connections = 8;                   ///< served at once; one more gets 503
+    /// Threads serving the connections; 0: one per CPU this process may run on, at most
+    /// max_connections. A handler that may wait (on the API) needs one per connection; one
+    /// that only computes runs best with one per core: 8 threads on 2 cores made ~1,000
+    /// context switches per 11 MB request, and took 40% longer.
+    int threads = 0;
 };
 
 using Handler = std::function<Response(Request)>;   ///< the request is the handler's to keep

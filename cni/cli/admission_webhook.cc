@@ -134,6 +134,9 @@ void add_admission_webhook(CLI::App& app, int& status) {
                 "See examples/admission-webhook.yaml and the README's admission webhook section.");
     cmd->callback([o, &status] {
         base::log::configure("info", "");
+        // A NAD not cached yet is read from the API inside the handler: one thread per
+        // connection, so that a caller waiting on that read never holds up the others.
+        o->server.threads = o->server.max_connections;
         struct sigaction sa {};
         sa.sa_handler = on_webhook_signal;
         ::sigaction(SIGTERM, &sa, nullptr);

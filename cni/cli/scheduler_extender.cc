@@ -65,6 +65,9 @@ void add_scheduler_extender(CLI::App& app, int& status) {
     cmd->add_option("--max-connections", o->server.max_connections, "connections served at once (one more: 503)")
         ->check(CLI::Range(1, 256))
         ->capture_default_str();
+    cmd->add_option("--threads", o->server.threads,
+                    "threads answering requests (default: one per CPU the process may run on, at most --max-connections)")
+        ->check(CLI::Range(0, 256));
     cmd->add_option("--api-timeout", o->api_timeout, "seconds per API request")->capture_default_str();
     cmd->footer("Example:\n  topocni scheduler-extender --listen 0.0.0.0:8443 --tls-cert tls.crt --tls-key tls.key "
                 "--url-prefix /scheduler\nSee examples/scheduler-extender.yaml and the README's scheduler extender section.");
