@@ -48,6 +48,28 @@ TEST_CASE("strings are decoded as nlohmann decodes them, long ones included") {
     }
 }
 
+TEST_CASE("escapes at every place of a 16-byte block, and at the end of the text, read as nlohmann reads them") {
+    // The block loop takes one-character escapes inside the block (and the byte after a
+    // backslash in its last place); the rest falls back to the byte-wise steps.
+    const char* escapes[] = {"\\\"", "\\\\", "\\n", "\\/", "\\u00e9", "\\ud83d\\ude00", "\xc3\xa9", "\\x", "\\", "\x01", "\""};
+    for (size_t lead = 0; lead < 40; ++lead) {
+        for (const char* e : escapes) {
+            for (size_t tail : {0, 1, 15, 16, 17, 40}) {
+                std::string text = "\"" + std::string(lead, 'a') + e + "\\\"" + std::string(tail, 'b') + "\"";
+                for (std::string t : {text, "[" + text + ",1]", text.substr(0, text.size() - 1)}) {
+                    CAPTURE(t);
+                    bool ok = nlohmann::json::accept(t);
+                    REQUIRE(reader_accepts(t) == ok);
+                    if (ok && t[0] == '"') {
+                        Reader r(t);
+                        CHECK(r.string() == nlohmann::json::parse(t).get<std::string>());
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("objects and arrays are walked member by member, and a skipped value is its own bytes") {
     std::string text = R"( {"a": [1, 2 ,3], "b" : {"c": "d"}, "e": null} )";
     Reader r(text);
