@@ -12,7 +12,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -72,6 +74,12 @@ struct Shared {
     const Options& o;
     const Handler& handler;
     std::atomic<int> live{0};
+    std::atomic<bool> stopping{false};
+    /// Each live session's way to close itself if it is waiting for a request: at SIGTERM a
+    /// kept-alive connection would otherwise hold the stop until its time-out.
+    std::mutex mu;
+    std::map<std::uint64_t, std::function<void()>> closers;
+    std::uint64_t next_id = 0;
 };
 
 template <class Stream>
@@ -83,7 +91,25 @@ public:
         // 512 bytes only: a 15 MB request would then take 30,000 reads.
         buf_.reserve(kReadChunk);
     }
-    ~Session() { --s_.live; }
+    ~Session() {
+        {
+            std::lock_guard<std::mutex> l(s_.mu);
+            s_.closers.erase(id_);
+        }
+        --s_.live;
+    }
+
+    /// Registered once owned by a shared_ptr; the closer runs on the session's strand.
+    void enrol() {
+        std::lock_guard<std::mutex> l(s_.mu);
+        id_ = s_.next_id++;
+        s_.closers[id_] = [weak = this->weak_from_this()] {
+            if (auto self = weak.lock())
+                net::post(self->stream_.get_executor(), [self] {
+                    if (self->idle()) self->lowest().close();
+                });
+        };
+    }
 
     void start_tls() {
         lowest().expires_after(s_.o.request_timeout);
@@ -94,6 +120,7 @@ public:
     }
 
     void read() {
+        if (s_.stopping) return;   // the stop closes this connection: it ends here
         parser_.emplace();
         parser_->body_limit(s_.o.max_body);
         lowest().expires_after(s_.o.request_timeout);
@@ -105,7 +132,11 @@ public:
 private:
     beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
 
+    /// Waiting for a request that has not begun (not in the TLS handshake, not answering).
+    bool idle() const { return parser_ && !parser_->got_some() && buf_.size() == 0 && !answering_; }
+
     void on_header(beast::error_code ec) {
+        answering_ = true;
         if (ec == http::error::body_limit) return reply({413, R"({"error":"request too large"})"}, false);
         if (ec) return;   // closed, timed out, garbage: nothing to answer
         auto length = parser_->content_length();
@@ -156,7 +187,7 @@ private:
         res_.result(static_cast<unsigned>(r.status));
         res_.set(http::field::content_type, r.content_type);
         res_.set(http::field::server, "topocni");
-        res_.keep_alive(keep_alive);
+        res_.keep_alive(keep_alive && !s_.stopping);
         if (r.pieces.empty()) {
             auto body = std::make_shared<const std::string>(std::move(r.body));
             res_.body() = {{*body}, body};
@@ -166,6 +197,7 @@ private:
         res_.prepare_payload();
         lowest().expires_after(s_.o.request_timeout);
         http::async_write(stream_, res_, [self = this->shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+            self->answering_ = false;
             if (!ec && keep_alive) self->read();
         });
     }
@@ -175,6 +207,8 @@ private:
     beast::flat_buffer buf_;
     std::optional<http::request_parser<http::string_body>> parser_;
     std::string body_;
+    bool answering_ = false;   // from a request's header to its answer written
+    std::uint64_t id_ = 0;
     http::response<PiecesBody> res_;
 };
 
@@ -265,11 +299,14 @@ void serve(const Options& o, const Handler& handler, const std::atomic<bool>& st
                 }
                 base::log::warn("busy: " + std::to_string(o.max_connections) + " connections served; one refused");
             } else if (tls) {
-                std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
-                    beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(sock)), *tls), shared)
-                    ->start_tls();
+                auto s = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
+                    beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(sock)), *tls), shared);
+                s->enrol();
+                s->start_tls();
             } else {
-                std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(sock)), shared)->read();
+                auto s = std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(sock)), shared);
+                s->enrol();
+                s->read();
             }
             accept();
         });
@@ -289,6 +326,13 @@ void serve(const Options& o, const Handler& handler, const std::atomic<bool>& st
             if (!stop) return poll_stop();
             acceptor.close();
             retry.cancel();
+            shared.stopping = true;
+            std::vector<std::function<void()>> closers;
+            {
+                std::lock_guard<std::mutex> l(shared.mu);
+                for (auto& [id, close] : shared.closers) closers.push_back(close);
+            }
+            for (auto& close : closers) close();
             until = std::chrono::steady_clock::now() + o.request_timeout;
             drain();
         });

@@ -34,7 +34,6 @@ struct Options {
     std::string tls_cert, tls_key;             ///< PEM files; both empty: plain HTTP
     size_t max_body = 64u << 20;               ///< a bigger request is answered 413 unread
     std::chrono::milliseconds request_timeout{10000};   ///< reading one request, and writing its answer
-    std::chrono::milliseconds idle_timeout{60000};      ///< a kept-alive connection with nothing to say
     int max_connections = 8;                   ///< served at once; one more gets 503
     /// Threads serving the connections; 0: one per CPU this process may run on, at most
     /// max_connections. A handler that may wait (on the API) needs one per connection; one

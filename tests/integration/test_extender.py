@@ -374,6 +374,52 @@ class Extender(unittest.TestCase):
                     length = int(line.split(b":")[1])
             self.assertEqual(json.loads(stream.read(length))["NodeNames"], ["w1"])
 
+    def test_one_thread_serves_a_caller_while_another_connection_sits_idle_or_half_sent(self):
+        # --threads counts threads, not connections: a connection waiting on its caller
+        # holds no thread, so one thread still answers the next caller at once.
+        self.cluster([node("w1", doc=facts("w1"))], [sriov_nad()])
+        self.stop()
+        self.port = free_port()
+        self.proc = subprocess.Popen([BIN, "scheduler-extender", "--listen", f"127.0.0.1:{self.port}", "--kubeconfig",
+                                      self.kubeconfig, "--url-prefix", "/scheduler", "--threads", "1"],
+                                     stderr=subprocess.DEVNULL)
+        self.tls = False
+        self.wait_listening()
+        idle = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        half = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        self.addCleanup(idle.close)
+        self.addCleanup(half.close)
+        half.sendall(b"POST /scheduler/filter HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"Pod\"")
+        deadline = time.time() + 10
+        while True:   # the node cache fills
+            r = self.filter(pod("p", "sriov-a"), names=["w1"])
+            if r["NodeNames"] == ["w1"] or time.time() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(r["NodeNames"], ["w1"])
+
+    def test_sigterm_answers_the_request_in_flight_and_closes_idle_connections_at_once(self):
+        self.cluster([node("w1", doc=facts("w1"))], [sriov_nad()])
+        self.start(tls=False)
+        self.assertEqual(self.filter(pod("p", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
+        idle = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+        self.addCleanup(idle.close)
+        body = json.dumps({"Pod": pod("p", "sriov-a"), "NodeNames": ["w1"]}).encode()
+        busy = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        self.addCleanup(busy.close)
+        busy.sendall(b"POST /scheduler/filter HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:9])
+        time.sleep(0.3)
+        self.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        self.assertEqual(idle.recv(100), b"", "the idle connection is closed at the stop")
+        self.assertIsNone(self.proc.poll(), "the request in flight holds the stop")
+        busy.sendall(body[9:])
+        answer = busy.makefile("rb").read()   # to the close: the answer says Connection: close
+        self.assertIn(b" 200 ", answer.split(b"\r\n")[0])
+        self.assertIn(b"connection: close", answer.lower())
+        self.assertEqual(json.loads(answer.split(b"\r\n\r\n", 1)[1])["NodeNames"], ["w1"])
+        self.assertEqual(self.proc.wait(timeout=5), 0)
+
     def test_sigterm_while_callers_connect_ends_the_extender_cleanly(self):
         # Closing the listener once raced the cancelled accept finishing on another worker
         # thread: a crash in about one stop in a hundred on a loaded machine. No test makes
