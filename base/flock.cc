@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,13 +44,44 @@ bool flock_until(int fd, int op, Deadline deadline, const std::string& shown) {
     }
 }
 
-DirLock::DirLock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout) {
+DirLock::DirLock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout) : dir_(path) {
     // An existing directory (a device's sysfs directory): nothing is created for the lock.
     fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd_) fs::fail_io("open lock", path, errno);
     if (!flock_until(fd_.get(), LOCK_EX, deadline_after(timeout), path))
         throw LockTimeout("timed out after " + seconds_text(timeout) + " waiting for the lock of " + what + " ('" +
                           path + "')");
+}
+
+DirLock DirLock::create(const std::string& path, const std::string& owned_root, Mode mode,
+                        std::chrono::milliseconds timeout, const std::string& busy) {
+    DirLock l;
+    l.dir_ = path;
+    const auto deadline = deadline_after(timeout);
+    for (int attempt = 0;; ++attempt) {
+        // Only owned_root and below are ours to take away again (see release_created()).
+        for (auto& d : fs::make_dirs(path, 0700))
+            if (d == owned_root || d.rfind(owned_root + "/", 0) == 0) l.created_.push_back(d);
+        l.fd_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!l.fd_) {
+            if (errno == ENOENT && attempt < 5) continue;
+            fs::fail_io("open", path, errno);
+        }
+        if (!flock_until(l.fd_.get(), mode == Shared ? LOCK_SH : LOCK_EX, deadline, path))
+            throw LockTimeout("timed out after " + seconds_text(timeout) + " waiting for lock '" + path + "' (" + busy + ")");
+        struct stat st;
+        if (::fstat(l.fd_.get(), &st) == 0 && st.st_nlink > 0) return l;
+        l.fd_.reset();
+        if (attempt >= 5) throw LockTimeout("'" + path + "' keeps being removed while we wait for it");
+    }
+}
+
+void DirLock::release_created() noexcept {
+    if (!fd_ || created_.empty()) return;
+    // Only while nobody else holds the lock (another ADD of the network shares it and is
+    // about to write its record here): then the directory is ours to take away.
+    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) return;
+    if (fs::is_empty_dir(dir_)) fs::remove_dirs(created_);
 }
 
 std::string seconds_text(std::chrono::milliseconds d) {

@@ -9,6 +9,7 @@
 #pragma once
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "base/fd.h"
 
@@ -23,14 +24,30 @@ inline Deadline deadline_after(std::chrono::milliseconds timeout) { return std::
 /// any other failure.
 bool flock_until(int fd, int op, Deadline deadline, const std::string& shown);
 
-/// An exclusive flock on an existing directory (a device's sysfs directory, a cache's
-/// directory), held for the object's lifetime: nothing is created for the lock.
+/// A flock on a directory, held for the object's lifetime. The lock is the directory
+/// itself, so no lock file outlives what it guards.
 class DirLock {
 public:
-    /// Waits at most `timeout`, then throws LockTimeout naming `what`.
+    enum Mode { Shared, Exclusive };
+    /// Exclusive, on a directory that exists (a device's sysfs directory, a cache's
+    /// directory): nothing is created. Waits at most `timeout`, then throws LockTimeout
+    /// naming `what`.
     DirLock(const std::string& path, const std::string& what, std::chrono::milliseconds timeout);
+    /// Creates `path` when missing (the directories made under `owned_root` are the lock's
+    /// to take away again: release_created()). Whoever gets the lock checks that the
+    /// directory still has a name (a refused first ADD may have removed it meanwhile) and
+    /// otherwise starts over. LockTimeout saying `busy` after `timeout`.
+    static DirLock create(const std::string& path, const std::string& owned_root, Mode mode,
+                          std::chrono::milliseconds timeout, const std::string& busy);
+    /// Undo of a refused ADD: removes the directories create() made when they are empty
+    /// and nobody else holds the lock. Always the last thing done under the lock (a failed
+    /// conversion to exclusive drops a shared lock, as flock(2) says).
+    void release_created() noexcept;
 
 private:
+    DirLock() = default;
+    std::string dir_;
+    std::vector<std::string> created_;
     UniqueFd fd_;
 };
 

@@ -1,7 +1,7 @@
 // The CNI spec's error codes, and the one place that maps every layer's error onto them.
 // cni/ throws cni::Error with a code; the layers below throw their own types (base/error.h)
 // and know nothing of codes. Whoever needs a code asks code_of; the dispatcher
-// (cni/dispatch.cc) turns any base::Error into the spec's error JSON.
+// (cni/verbs/dispatch.cc) turns any base::Error into the spec's error JSON.
 #pragma once
 #include <string>
 

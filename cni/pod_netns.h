@@ -15,4 +15,12 @@ std::optional<netns::Handle> open_pod_netns_if_present(const std::string& path, 
 /// Code 100 when `ifname` already exists in the pod netns (spec: ADD MUST fail).
 void require_ifname_free(const netns::Handle& pod, const std::string& ifname);
 
+/// True when `path` still names a network namespace.
+bool netns_exists(const std::string& path);
+/// True only when `path` provably names no namespace any more: it does not exist while its
+/// directory does. A path that exists but is no namespace (a bind mount that did not
+/// propagate into this mount namespace), or whose directory is not there (not mounted
+/// here), proves nothing: false.
+bool netns_gone(const std::string& path);
+
 }  // namespace cni

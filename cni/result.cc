@@ -51,7 +51,7 @@ json legacy_json(const Result& r, const std::string& version) {
         out[family == AF_INET ? "ip4" : "ip6"] = j;
     }
     if (!out.contains("ip4") && !out.contains("ip6"))
-        throw Error(kIncompatibleVersion, "cannot convert result to cniVersion " + version + ": no IP addresses",
+        throw Error(kIncompatibleVersion, "failed to convert the result to cniVersion " + version + ": no IP addresses",
                     "an L2-only result (no ipam) needs cniVersion 0.3.0 or newer");
     out["dns"] = dns_json(r.dns);
     return out;
@@ -213,5 +213,11 @@ json error_to_json(int code, const std::string& msg, const std::string& details,
 }
 
 const conf::Protocol kProtocol{require_supported, result_from_json};
+
+const Interface& expected_pod_interface(const Result& prev, const std::string& ifname, const std::string& netns) {
+    for (auto& i : prev.interfaces)
+        if (i.name == ifname && i.sandbox == netns) return i;
+    throw Error(kCheckFailed, "prevResult has no interface '" + ifname + "' in sandbox '" + netns + "'");
+}
 
 }  // namespace cni

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/types.h"
+#include "base/result_model.h"
 
 namespace conf {
 struct Protocol;
@@ -32,5 +32,8 @@ nlohmann::json error_to_json(int code, const std::string& msg, const std::string
 /// What conf::parse asks the protocol: the cniVersions spoken (cni/version.h) and how a
 /// prevResult is read (result_from_json).
 extern const conf::Protocol kProtocol;
+
+/// CHECK: the prevResult interface named `ifname` in sandbox `netns` (kCheckFailed if none).
+const Interface& expected_pod_interface(const Result& prev, const std::string& ifname, const std::string& netns);
 
 }  // namespace cni

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/types.h"
+#include "base/result_model.h"
 #include "conf/bandwidth.h"
 #include "conf/on_refusal.h"
 #include "conf/placement.h"

@@ -4,8 +4,8 @@
 #include <optional>
 #include <vector>
 
-#include "base/cleanup.h"
-#include "base/types.h"
+#include "base/rollback.h"
+#include "base/result_model.h"
 #include "ipam/host_local.h"
 #include "ipam/store.h"
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "base/types.h"
+#include "base/result_model.h"
 #include "base/ip.h"
 
 namespace ipam {

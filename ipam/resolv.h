@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "base/types.h"
+#include "base/result_model.h"
 
 namespace ipam {
 

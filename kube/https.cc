@@ -20,7 +20,7 @@
 #include "kube/resolve.h"
 
 // Set before OpenSSL is initialised: the static binary's OPENSSL_cpuid_setup waits for it
-// (cni/static_guards.cc). Weak: dynamic builds run OpenSSL's own at start-up instead.
+// (bin/static_guards.cc). Weak: dynamic builds run OpenSSL's own at start-up instead.
 extern "C" __attribute__((weak)) int topocni_tls_wanted;
 
 namespace kube::https {
@@ -215,7 +215,7 @@ struct Connection::Impl {
         if (!ctx) {
             if (&topocni_tls_wanted) topocni_tls_wanted = 1;
             static const bool init = OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;   // no openssl.cnf
-            if (!init) throw Error(Error::Kind::Internal, "cannot initialise OpenSSL: " + openssl_error());
+            if (!init) throw Error(Error::Kind::Internal, "failed to initialise OpenSSL: " + openssl_error());
             auto c = std::make_unique<ssl::context>(ssl::context::tls_client);
             configure(*c, tls, ca_source);
             ctx = std::move(c);
@@ -228,7 +228,7 @@ struct Connection::Impl {
             X509_VERIFY_PARAM* param = SSL_get0_param(s);
             int ok = is_ip(u.host) ? X509_VERIFY_PARAM_set1_ip_asc(param, u.host.c_str())
                                    : X509_VERIFY_PARAM_set1_host(param, u.host.c_str(), 0);
-            if (ok != 1) throw Error(Error::Kind::Internal, "cannot set the name to verify: " + openssl_error());
+            if (ok != 1) throw Error(Error::Kind::Internal, "failed to set the name to verify: " + openssl_error());
         }
         if (!is_ip(u.host)) SSL_set_tlsext_host_name(s, u.host.c_str());
         auto hs = std::make_shared<Op>();

@@ -63,7 +63,7 @@ void write_cache(const std::string& path, const json& j) {
     try {
         base::fs::write_file(path, j.dump() + "\n", 0600);
     } catch (const base::Error& e) {
-        base::log::warn(std::string("cannot write node label cache: ") + e.what());   // only a cache
+        base::log::warn(std::string("failed to write the node label cache: ") + e.what());   // only a cache
     }
 }
 

@@ -49,14 +49,14 @@ std::vector<std::string> addresses(const std::string& name, std::chrono::millise
     if (literal(host)) return {host};
 
     static const int init = ares_library_init(ARES_LIB_INIT_ALL);
-    if (init != ARES_SUCCESS) throw Error(Error::Kind::Internal, std::string("cannot start the resolver: ") + ares_strerror(init));
+    if (init != ARES_SUCCESS) throw Error(Error::Kind::Internal, std::string("failed to start the resolver: ") + ares_strerror(init));
     ares_options opt{};
     opt.lookups = const_cast<char*>("fb");   // /etc/hosts, then DNS
     opt.timeout = static_cast<int>(std::max<long long>(100, timeout.count() / 2));
     opt.tries = 2;
     ares_channel ch = nullptr;
     int rc = ares_init_options(&ch, &opt, ARES_OPT_LOOKUPS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES);
-    if (rc != ARES_SUCCESS) throw Error(Error::Kind::Internal, std::string("cannot start the resolver: ") + ares_strerror(rc));
+    if (rc != ARES_SUCCESS) throw Error(Error::Kind::Internal, std::string("failed to start the resolver: ") + ares_strerror(rc));
     std::unique_ptr<std::remove_pointer_t<ares_channel>, void (*)(ares_channel)> guard(ch, ares_destroy);
 
     Answer a;
@@ -91,7 +91,7 @@ std::vector<std::string> addresses(const std::string& name, std::chrono::millise
     if (a.status == ARES_ENOTFOUND || a.status == ARES_ENODATA || a.status == ARES_EBADNAME)
         throw Error(Error::Kind::Invalid, "host name '" + host + "' is neither in /etc/hosts nor in DNS");
     if (a.status != ARES_SUCCESS)
-        throw Error(Error::Kind::Unavailable, "cannot resolve '" + host + "': " + ares_strerror(a.status));
+        throw Error(Error::Kind::Unavailable, "failed to resolve '" + host + "': " + ares_strerror(a.status));
     std::vector<std::string> out = a.v4;
     out.insert(out.end(), a.v6.begin(), a.v6.end());
     if (out.empty()) throw Error(Error::Kind::Invalid, "host name '" + host + "' has no address");

@@ -274,7 +274,7 @@ void serve(const Options& o, const Handler& handler, const std::atomic<bool>& st
     if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
     if (!ec) acceptor.bind(ep, ec);
     if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
-    if (ec) throw Error(Error::Kind::Invalid, "cannot listen on " + o.listen + ": " + ec.message());
+    if (ec) throw Error(Error::Kind::Invalid, "failed to listen on '" + o.listen + "': " + ec.message());
     if (on_listening) on_listening(acceptor.local_endpoint().port());
 
     net::steady_timer retry(control);

@@ -18,6 +18,7 @@
 
 #include "netns/error.h"
 #include "netns/mnl.h"
+#include "netns/nlmsg.h"
 
 using namespace netns::mnl;   // the libmnl-compatible helpers
 
@@ -35,103 +36,9 @@ constexpr int kMaxDumpAttempts = 5;
 // stats, so 256 VFs need about 60 KiB.
 constexpr size_t kRecvBufferSize = 128 * 1024;
 
-// Requests are small: the largest (a veth pair with a nested peer) is a few hundred bytes.
-constexpr size_t kMsgBufferSize = 1024;
-
 std::string errno_text(int err) { return std::generic_category().message(err); }
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-/// One request under construction: fixed capacity, every append checked.
-class Msg {
-public:
-    Msg(uint16_t type, uint16_t flags) {
-        nlh_ = mnl_nlmsg_put_header(buf_);
-        nlh_->nlmsg_type = type;
-        nlh_->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-    }
-    nlmsghdr* nlh() { return nlh_; }
-
-    /// Appends a zeroed fixed header (ifinfomsg, rtmsg...) at the tail, also inside a nest.
-    template <class T>
-    T* header() {
-        if (nlh_->nlmsg_len + MNL_ALIGN(sizeof(T)) > sizeof(buf_)) overflow();
-        return static_cast<T*>(mnl_nlmsg_put_extra_header(nlh_, sizeof(T)));
-    }
-    void put(uint16_t type, const void* data, size_t len) {
-        if (!mnl_attr_put_check(nlh_, sizeof(buf_), type, len, data)) overflow();
-    }
-    void u32(uint16_t type, uint32_t v) { put(type, &v, sizeof(v)); }
-    void str(uint16_t type, const std::string& s) { put(type, s.c_str(), s.size() + 1); }
-    void ip(uint16_t type, const base::IpAddr& a) { put(type, a.b.data(), a.size()); }
-    void mac(uint16_t type, const std::string& s) {
-        auto b = parse_mac(s);
-        if (!b) netns::fail_invalid("invalid MAC address " + quoted(s));
-        put(type, b->data(), b->size());
-    }
-    nlattr* nest_start(uint16_t type) {
-        nlattr* a = mnl_attr_nest_start_check(nlh_, sizeof(buf_), type);
-        if (!a) overflow();
-        return a;
-    }
-    void nest_end(nlattr* a) { mnl_attr_nest_end(nlh_, a); }
-
-private:
-    [[noreturn]] static void overflow() { netns::fail("netlink request does not fit in its buffer"); }
-
-    alignas(nlmsghdr) char buf_[kMsgBufferSize];
-    nlmsghdr* nlh_;
-};
-
-/// Closes a nested attribute when its scope ends, so opens and closes always pair up.
-class Nest {
-public:
-    Nest(Msg& m, uint16_t type) : m_(m), a_(m.nest_start(type)) {}
-    ~Nest() { m_.nest_end(a_); }
-    Nest(const Nest&) = delete;
-    Nest& operator=(const Nest&) = delete;
-
-private:
-    Msg& m_;
-    nlattr* a_;
-};
-
-/// tb[type] table of a message's or nest's attributes; unknown (newer) types are skipped.
-template <int Max>
-struct Attrs {
-    const nlattr* tb[Max + 1] = {};
-
-    static int collect(const nlattr* a, void* data) {
-        if (mnl_attr_type_valid(a, Max) < 0) return MNL_CB_OK;   // newer kernel than our headers
-        static_cast<Attrs*>(data)->tb[mnl_attr_get_type(a)] = a;
-        return MNL_CB_OK;
-    }
-    void parse(const nlmsghdr* h, size_t offset) { mnl_attr_parse(h, offset, collect, this); }
-    void parse_nested(const nlattr* nest) {
-        if (nest) mnl_attr_parse_nested(nest, collect, this);
-    }
-    const nlattr* operator[](int type) const { return tb[type]; }
-
-    std::optional<uint32_t> u32(int type) const {
-        if (!tb[type] || mnl_attr_validate(tb[type], MNL_TYPE_U32) < 0) return std::nullopt;
-        return mnl_attr_get_u32(tb[type]);
-    }
-    std::optional<uint8_t> u8(int type) const {
-        if (!tb[type] || mnl_attr_validate(tb[type], MNL_TYPE_U8) < 0) return std::nullopt;
-        return mnl_attr_get_u8(tb[type]);
-    }
-    std::string str(int type) const {
-        if (!tb[type] || mnl_attr_validate(tb[type], MNL_TYPE_NUL_STRING) < 0) return {};
-        return mnl_attr_get_str(tb[type]);
-    }
-    std::optional<base::IpAddr> ip(int type, int family) const {
-        base::IpAddr a;
-        a.family = family;
-        if (!tb[type] || mnl_attr_get_payload_len(tb[type]) != unsigned(a.size())) return std::nullopt;
-        std::memcpy(a.b.data(), mnl_attr_get_payload(tb[type]), a.size());
-        return a;
-    }
-};
 
 /// The kernel's verdict on one request.
 struct Reply {
@@ -164,17 +71,6 @@ void parse_error(const nlmsghdr* h, Reply& r) {
     r.extack = tb.str(NLMSGERR_ATTR_MSG);
 }
 
-std::string format_mac(const nlattr* a) {
-    std::string out;
-    auto* p = static_cast<const uint8_t*>(mnl_attr_get_payload(a));
-    for (uint16_t i = 0; i < mnl_attr_get_payload_len(a); ++i) {
-        char hex[4];
-        std::snprintf(hex, sizeof(hex), i ? ":%02x" : "%02x", p[i]);
-        out += hex;
-    }
-    return out;
-}
-
 std::optional<Link> parse_link(const nlmsghdr* h) {
     if (h->nlmsg_type != RTM_NEWLINK || mnl_nlmsg_get_payload_len(h) < sizeof(ifinfomsg)) return std::nullopt;
     auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(h));
@@ -184,7 +80,9 @@ std::optional<Link> parse_link(const nlmsghdr* h) {
     l.index = ifi->ifi_index;
     l.flags = ifi->ifi_flags;
     l.name = tb.str(IFLA_IFNAME);
-    if (tb[IFLA_ADDRESS]) l.mac = format_mac(tb[IFLA_ADDRESS]);
+    if (tb[IFLA_ADDRESS])
+        l.mac = format_mac(static_cast<const uint8_t*>(mnl_attr_get_payload(tb[IFLA_ADDRESS])),
+                           mnl_attr_get_payload_len(tb[IFLA_ADDRESS]));
     l.mtu = int(tb.u32(IFLA_MTU).value_or(0));
     l.master = int(tb.u32(IFLA_MASTER).value_or(0));
     l.link = int(tb.u32(IFLA_LINK).value_or(0));
@@ -256,6 +154,9 @@ char* recv_buffer() {
 
 struct Socket::Impl {
     mnl_socket* nl = nullptr;
+    ~Impl() {
+        if (nl) mnl_socket_close(nl);
+    }
     uint32_t seq = uint32_t(std::time(nullptr));
 
     /// Sends one request and reads replies up to its ACK, error or end of dump; every
@@ -360,12 +261,9 @@ struct Socket::Impl {
     }
 };
 
-Socket::Socket() : impl_(new Impl) {
-    // Free impl_ ourselves on failure: the destructor does not run for a throwing constructor.
-    auto fail = [this](const char* what) {
+Socket::Socket() : impl_(std::make_unique<Impl>()) {
+    auto fail = [](const char* what) {
         int err = errno;
-        if (impl_->nl) mnl_socket_close(impl_->nl);
-        delete impl_;
         throw netns::Error(netns::Error::Kind::Failed, std::string("failed to ") + what + " netlink socket: " + errno_text(err),
                          {}, err);
     };
@@ -379,10 +277,7 @@ Socket::Socket() : impl_(new Impl) {
     if (mnl_socket_setsockopt(impl_->nl, NETLINK_CAP_ACK, &one, sizeof(one)) < 0) fail("configure");
 }
 
-Socket::~Socket() {
-    mnl_socket_close(impl_->nl);
-    delete impl_;
-}
+Socket::~Socket() = default;
 
 // --- links ---
 

@@ -4,11 +4,12 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "base/types.h"
+#include "base/result_model.h"
 #include "base/ip.h"
 #include "base/fd.h"
 
@@ -124,7 +125,7 @@ public:
 
 private:
     struct Impl;
-    Impl* impl_;
+    std::unique_ptr<Impl> impl_;
 };
 
 /// "aa:bb:cc:dd:ee:ff" -> 6 bytes; nullopt if malformed. Also used by config validation.

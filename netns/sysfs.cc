@@ -10,20 +10,14 @@
 #include <charconv>
 
 #include "base/fd.h"
+#include "base/files.h"
 
 namespace netns::sysfs {
 namespace {
 
-/// Entries of a directory (no dot files), sorted; empty when it does not exist.
-std::vector<std::string> entries(const std::string& dir) {
-    std::vector<std::string> out;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (auto* e = ::readdir(d))
-            if (e->d_name[0] != '.') out.emplace_back(e->d_name);
-        ::closedir(d);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
+/// A single path component that names something inside its directory.
+bool plain_name(const std::string& s) {
+    return !s.empty() && s.find('/') == std::string::npos && s != "." && s != "..";
 }
 
 /// Last component of a symlink's target; nullopt when `path` is no symlink.
@@ -75,7 +69,7 @@ bool Tree::pci_exists(const std::string& addr) const {
 
 std::vector<std::string> Tree::netdevs(const std::string& addr) const {
     if (!is_pci_address(addr)) return {};
-    return entries(pci_path(addr) + "/net");
+    return base::fs::list_dir(pci_path(addr) + "/net");
 }
 
 std::optional<std::string> Tree::physfn(const std::string& addr) const {
@@ -87,7 +81,7 @@ std::optional<std::string> Tree::physfn(const std::string& addr) const {
 
 std::optional<int> Tree::vf_index(const std::string& pf, const std::string& vf) const {
     if (!is_pci_address(pf)) return std::nullopt;
-    for (auto& e : entries(pci_path(pf))) {
+    for (auto& e : base::fs::list_dir(pci_path(pf))) {
         if (e.rfind("virtfn", 0) != 0) continue;
         int n = -1;
         auto [end, ec] = std::from_chars(e.data() + 6, e.data() + e.size(), n);
@@ -113,7 +107,7 @@ std::optional<int> Tree::numa_node(const std::string& addr) const {
 
 std::vector<std::string> Tree::rdma_devices(const std::string& addr) const {
     if (!is_pci_address(addr)) return {};
-    return entries(pci_path(addr) + "/infiniband");
+    return base::fs::list_dir(pci_path(addr) + "/infiniband");
 }
 
 std::optional<std::string> Tree::attribute(const std::string& addr, const std::string& name) const {
@@ -123,11 +117,43 @@ std::optional<std::string> Tree::attribute(const std::string& addr, const std::s
 }
 
 std::optional<std::string> Tree::netdev_pci(const std::string& ifname) const {
-    if (ifname.empty() || ifname.find('/') != std::string::npos || ifname == "." || ifname == "..")
-        return std::nullopt;
+    if (!plain_name(ifname)) return std::nullopt;
     auto pci = link_basename(root_ + "/class/net/" + ifname + "/device");
     if (!pci || !is_pci_address(*pci)) return std::nullopt;
     return pci;
+}
+
+std::optional<std::string> Tree::virtfn(const std::string& pf, int index) const {
+    if (!is_pci_address(pf) || index < 0) return std::nullopt;
+    auto vf = link_basename(pci_path(pf) + "/virtfn" + std::to_string(index));
+    if (!vf || !is_pci_address(*vf)) return std::nullopt;
+    return vf;
+}
+
+std::vector<std::string> Tree::netdev_names() const { return base::fs::list_dir(root_ + "/class/net"); }
+
+bool Tree::netdev_has_device(const std::string& ifname) const {
+    struct stat st {};
+    return plain_name(ifname) && ::lstat((root_ + "/class/net/" + ifname + "/device").c_str(), &st) == 0;
+}
+
+std::optional<std::string> Tree::netdev_attribute(const std::string& ifname, const std::string& name) const {
+    if (!plain_name(ifname) || !plain_name(name) || name[0] == '.') return std::nullopt;
+    return read_small(root_ + "/class/net/" + ifname + "/" + name);
+}
+
+int Tree::numa_node_count() const {
+    int n = 0;
+    for (auto& e : base::fs::list_dir(root_ + "/devices/system/node"))
+        n += e.rfind("node", 0) == 0 && e.size() > 4 && std::isdigit(static_cast<unsigned char>(e[4]));
+    return n;
+}
+
+bool Tree::looks_like_sysfs() const {
+    struct stat st {};
+    for (const char* d : {"/devices", "/class", "/bus"})
+        if (::lstat((root_ + d).c_str(), &st) == 0) return true;
+    return false;
 }
 
 }  // namespace netns::sysfs

@@ -37,6 +37,21 @@ public:
     std::optional<std::string> attribute(const std::string& addr, const std::string& name) const;
     /// PCI address behind a netdev (<root>/class/net/<if>/device); nullopt for virtual links.
     std::optional<std::string> netdev_pci(const std::string& ifname) const;
+    /// PCI address of the PF's virtfn<index>; nullopt when there is none.
+    std::optional<std::string> virtfn(const std::string& pf, int index) const;
+
+    // --- netdevs and NUMA nodes ---
+    /// Every netdev of this netns (<root>/class/net), sorted.
+    std::vector<std::string> netdev_names() const;
+    /// Whether the netdev has a device behind it (PCI or not): false for virtual links.
+    bool netdev_has_device(const std::string& ifname) const;
+    /// One attribute file of a netdev (speed, ...), trailing whitespace removed; nullopt when absent.
+    std::optional<std::string> netdev_attribute(const std::string& ifname, const std::string& name) const;
+    /// How many NUMA nodes the node has (<root>/devices/system/node/node<N>).
+    int numa_node_count() const;
+    /// Whether the root holds devices, class or bus: one that does not would read as a
+    /// node with no SR-IOV and no NUMA.
+    bool looks_like_sysfs() const;
 
 private:
     std::string root_;

@@ -29,7 +29,7 @@
 
 #include "netns/error.h"
 
-// The static release binary defers libnl's start-up registrations (cni/static_guards.cc);
+// The static release binary defers libnl's start-up registrations (bin/static_guards.cc);
 // other builds run them from libnl's constructors and have no such function.
 extern "C" void topocni_nl_replay() __attribute__((weak));
 
@@ -130,7 +130,7 @@ Conn::Conn() {
     Cb cb(alloc(nl_cb_alloc(NL_CB_DEFAULT), "netlink callbacks"));
     sock_.reset(alloc(nl_socket_alloc_cb(cb.get()), "a netlink socket"));
     nl_socket_modify_err_cb(sock_.get(), NL_CB_CUSTOM, remember_error, &kernel_);
-    must("cannot open a route netlink socket", [](nl_sock* s) { return nl_connect(s, NETLINK_ROUTE); });
+    must("failed to open a route netlink socket", [](nl_sock* s) { return nl_connect(s, NETLINK_ROUTE); });
     // Best effort (older kernels lack them): the kernel's reason in words, and error replies
     // that echo only our request's header.
     int one = 1;
@@ -159,7 +159,7 @@ Link find_link(Conn& c, const std::string& dev) {
     rtnl_link* l = nullptr;
     int err = c.run([&](nl_sock* s) { return rtnl_link_get_kernel(s, 0, dev.c_str(), &l); });
     if (err == -NLE_NODEV || c.kernel_errno() == ENODEV) return nullptr;
-    if (err < 0) c.fail("cannot look up device '" + dev + "'", err);
+    if (err < 0) c.fail("failed to look up device '" + dev + "'", err);
     return Link(l);
 }
 
@@ -188,7 +188,7 @@ uint64_t max_bucket(uint64_t rate) {
 
 TbfParams tbf_params(const Tbf& t, const std::string& dev) {
     if (t.rate_bps < 8 || t.rate_bps > kMaxRateBps)
-        throw netns::Error(netns::Error::Kind::Failed, "tc: cannot shape '" + dev + "' at " + std::to_string(t.rate_bps) +
+        throw netns::Error(netns::Error::Kind::Failed, "tc: failed to shape '" + dev + "' at " + std::to_string(t.rate_bps) +
                                              " bits/s: a tbf takes 8 to " + std::to_string(kMaxRateBps) + " bits/s");
     TbfParams p;
     p.rate = t.rate_bps / 8;
@@ -205,17 +205,17 @@ void add_tbf(Conn& c, int ifindex, const std::string& dev, const TbfParams& p) {
     set_kind(TC_CAST(q.get()), "tbf");
     rtnl_qdisc_tbf_set_limit(q.get(), static_cast<int>(p.limit));
     rtnl_qdisc_tbf_set_rate(q.get(), static_cast<int>(p.rate), static_cast<int>(p.bucket), 0);
-    c.must("cannot add a tbf qdisc on '" + dev + "'",
+    c.must("failed to add a tbf qdisc on '" + dev + "'",
            [&](nl_sock* s) { return rtnl_qdisc_add(s, q.get(), NLM_F_CREATE | NLM_F_EXCL); });
 }
 
 void create_ifb(Conn& c, const std::string& ifb, unsigned mtu) {
     Link l(alloc(rtnl_link_alloc(), "a link"));
     rtnl_link_set_name(l.get(), ifb.c_str());
-    if (int err = rtnl_link_set_type(l.get(), "ifb"); err < 0) c.fail("cannot create ifb '" + ifb + "'", err);
+    if (int err = rtnl_link_set_type(l.get(), "ifb"); err < 0) c.fail("failed to create ifb '" + ifb + "'", err);
     if (mtu > 0) rtnl_link_set_mtu(l.get(), mtu);
     rtnl_link_set_flags(l.get(), IFF_UP);
-    c.must("cannot create ifb '" + ifb + "'",
+    c.must("failed to create ifb '" + ifb + "'",
            [&](nl_sock* s) { return rtnl_link_add(s, l.get(), NLM_F_CREATE | NLM_F_EXCL); });
 }
 
@@ -223,7 +223,7 @@ void set_alias(Conn& c, rtnl_link* link, const std::string& name, const std::str
     // Not part of the creating request: the kernel ignores IFLA_IFALIAS there.
     Link change(alloc(rtnl_link_alloc(), "a link"));
     rtnl_link_set_ifalias(change.get(), alias.c_str());
-    c.must("cannot set the alias of '" + name + "'",
+    c.must("failed to set the alias of '" + name + "'",
            [&](nl_sock* s) { return rtnl_link_change(s, link, change.get(), 0); });
 }
 
@@ -233,14 +233,14 @@ void add_ingress_qdisc(Conn& c, int ifindex, const std::string& dev) {
     rtnl_tc_set_parent(TC_CAST(q.get()), TC_H_INGRESS);
     rtnl_tc_set_handle(TC_CAST(q.get()), kIngress);
     set_kind(TC_CAST(q.get()), "ingress");
-    c.must("cannot add an ingress qdisc on '" + dev + "'",
+    c.must("failed to add an ingress qdisc on '" + dev + "'",
            [&](nl_sock* s) { return rtnl_qdisc_add(s, q.get(), NLM_F_CREATE | NLM_F_EXCL); });
 }
 
 /// `tc filter add dev <dev> parent ffff: protocol all prio 1 u32 match u32 0 0 flowid 1:1
 ///  action mirred egress redirect dev <ifb>`, as the reference plugin adds it.
 void add_redirect(Conn& c, int ifindex, const std::string& dev, int ifb_index, const std::string& ifb) {
-    std::string what = "cannot add a filter redirecting '" + dev + "' to '" + ifb + "'";
+    std::string what = "failed to add a filter redirecting '" + dev + "' to '" + ifb + "'";
     Act act(alloc(rtnl_act_alloc(), "an action"));
     set_kind(TC_CAST(act.get()), "mirred");
     rtnl_mirred_set_action(act.get(), TCA_EGRESS_REDIR);
@@ -273,7 +273,7 @@ void delete_qdisc(Conn& c, int ifindex, const std::string& dev, uint32_t parent)
     // ENOENT: no such qdisc, or only the device's default one (which cannot be deleted);
     // ENODEV: the device went away meanwhile. Either way nothing is left to delete.
     if (err < 0 && c.kernel_errno() != ENOENT && c.kernel_errno() != ENODEV)
-        c.fail(std::string("cannot delete the ") + (parent == TC_H_INGRESS ? "ingress" : "root") + " qdisc of '" + dev +
+        c.fail(std::string("failed to delete the ") + (parent == TC_H_INGRESS ? "ingress" : "root") + " qdisc of '" + dev +
                    "'",
                err);
 }
@@ -284,7 +284,7 @@ bool delete_ifb_on(Conn& c, const std::string& ifb) {
     if (!type || std::strcmp(type, "ifb") != 0) return false;
     int err = c.run([&](nl_sock* s) { return rtnl_link_delete(s, l.get()); });
     if (err < 0 && c.kernel_errno() == ENODEV) return false;   // deleted by someone else meanwhile
-    if (err < 0) c.fail("cannot delete ifb '" + ifb + "'", err);
+    if (err < 0) c.fail("failed to delete ifb '" + ifb + "'", err);
     return true;
 }
 
@@ -299,7 +299,7 @@ std::optional<Tbf> root_tbf(nl_cache* qdiscs, int ifindex) {
 /// redirect found), by name.
 std::optional<std::string> redirect_target(Conn& c, int ifindex, const std::string& dev) {
     nl_cache* raw = nullptr;
-    c.must("cannot list the ingress filters of '" + dev + "'",
+    c.must("failed to list the ingress filters of '" + dev + "'",
            [&](nl_sock* s) { return rtnl_cls_alloc_cache(s, ifindex, kIngress, &raw); });
     Cache filters(raw);
     int target = 0;
@@ -377,7 +377,7 @@ State read_state(const std::string& dev) {
     Link l = require_link(c, dev);
     int ifindex = rtnl_link_get_ifindex(l.get());
     nl_cache* raw = nullptr;
-    c.must("cannot list the qdiscs of '" + dev + "'", [&](nl_sock* s) { return rtnl_qdisc_alloc_cache(s, &raw); });
+    c.must("failed to list the qdiscs of '" + dev + "'", [&](nl_sock* s) { return rtnl_qdisc_alloc_cache(s, &raw); });
     Cache qdiscs(raw);
     State out;
     out.root_tbf = root_tbf(qdiscs.get(), ifindex);

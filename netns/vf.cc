@@ -18,70 +18,15 @@
 
 #include "netns/error.h"
 #include "netns/mnl.h"
+#include "netns/nlmsg.h"
 
 using namespace netns::mnl;   // the libmnl-compatible helpers
 
 namespace netns::vf {
 namespace {
 
-// The largest request (IFLA_VF_MAC with its 32-byte address field) is under 100 bytes.
-constexpr size_t kRequestSize = 256;
-
-std::string format_mac(const uint8_t* p, size_t len) {
-    std::string out;
-    for (size_t i = 0; i < len; ++i) {
-        char hex[4];
-        std::snprintf(hex, sizeof hex, i ? ":%02x" : "%02x", p[i]);
-        out += hex;
-    }
-    return out;
-}
-
-/// A message in a fixed buffer; every append is checked.
-class Request {
-public:
-    Request(uint16_t type, uint16_t flags) : buf_(kRequestSize) {
-        nlh_ = mnl_nlmsg_put_header(buf_.data());
-        nlh_->nlmsg_type = type;
-        nlh_->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-    }
-    ifinfomsg* ifinfo() { return static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh_, sizeof(ifinfomsg))); }
-    template <class T>
-    void put(uint16_t type, const T& v) {
-        if (!mnl_attr_put_check(nlh_, buf_.size(), type, sizeof v, &v)) overflow();
-    }
-    nlattr* nest(uint16_t type) {
-        nlattr* a = mnl_attr_nest_start_check(nlh_, buf_.size(), type);
-        if (!a) overflow();
-        return a;
-    }
-    void end(nlattr* a) { mnl_attr_nest_end(nlh_, a); }
-    std::vector<uint8_t> bytes() {
-        buf_.resize(nlh_->nlmsg_len);
-        return std::move(buf_);
-    }
-
-private:
-    [[noreturn]] static void overflow() { netns::fail("VF netlink request does not fit in its buffer"); }
-    std::vector<uint8_t> buf_;
-    nlmsghdr* nlh_;
-};
-
-/// tb[type] of one nesting level; unknown (newer) attribute types are skipped.
-template <int Max>
-struct Attrs {
-    const nlattr* tb[Max + 1] = {};
-    static int collect(const nlattr* a, void* data) {
-        if (mnl_attr_type_valid(a, Max) >= 0) static_cast<Attrs*>(data)->tb[mnl_attr_get_type(a)] = a;
-        return MNL_CB_OK;
-    }
-    /// The attribute's payload as T, if it is at least that long.
-    template <class T>
-    const T* get(int type) const {
-        if (!tb[type] || mnl_attr_get_payload_len(tb[type]) < sizeof(T)) return nullptr;
-        return static_cast<const T*>(mnl_attr_get_payload(tb[type]));
-    }
-};
+using nl::Attrs;
+using nl::Msg;
 
 /// The kernel reports -1 for spoofchk and trust when the driver does not say.
 std::optional<bool> setting_flag(uint32_t v) {
@@ -91,12 +36,12 @@ std::optional<bool> setting_flag(uint32_t v) {
 
 VfConfig parse_vf_info(const nlattr* info, size_t mac_len, int& index) {
     Attrs<IFLA_VF_MAX> tb;
-    mnl_attr_parse_nested(info, Attrs<IFLA_VF_MAX>::collect, &tb);
+    tb.parse_nested(info);
     VfConfig c;
     index = -1;
     if (auto* m = tb.get<ifla_vf_mac>(IFLA_VF_MAC)) {
         index = int(m->vf);
-        c.mac = format_mac(m->mac, std::min(mac_len, sizeof m->mac));
+        c.mac = nl::format_mac(m->mac, std::min(mac_len, sizeof m->mac));
     }
     if (auto* v = tb.get<ifla_vf_vlan>(IFLA_VF_VLAN)) {
         index = int(v->vf);
@@ -104,10 +49,10 @@ VfConfig parse_vf_info(const nlattr* info, size_t mac_len, int& index) {
         c.qos = int(v->qos);
         c.vlan_proto = ETH_P_8021Q;
     }
-    if (tb.tb[IFLA_VF_VLAN_LIST]) {
+    if (tb[IFLA_VF_VLAN_LIST]) {
         // The list has one entry (MAX_VLAN_LIST_LEN); it adds the protocol.
         Attrs<IFLA_VF_VLAN_INFO_MAX> list;
-        mnl_attr_parse_nested(tb.tb[IFLA_VF_VLAN_LIST], Attrs<IFLA_VF_VLAN_INFO_MAX>::collect, &list);
+        list.parse_nested(tb[IFLA_VF_VLAN_LIST]);
         if (auto* v = list.get<ifla_vf_vlan_info>(IFLA_VF_VLAN_INFO)) {
             c.vlan = int(v->vlan);
             c.qos = int(v->qos);
@@ -226,21 +171,21 @@ std::string link_state_name(uint32_t state) {
 
 std::vector<uint8_t> build_set(int pf_index, int vf, Setting s, const VfConfig& c) {
     if (!has(c, s)) netns::fail(std::string("no value for VF setting ") + setting_name(s));
-    Request m(RTM_SETLINK, 0);
-    m.ifinfo()->ifi_index = pf_index;
-    nlattr* list = m.nest(IFLA_VFINFO_LIST);
-    nlattr* info = m.nest(IFLA_VF_INFO);
+    Msg m(RTM_SETLINK, 0);
+    m.header<ifinfomsg>()->ifi_index = pf_index;
+    nlattr* list = m.nest_start(IFLA_VFINFO_LIST);
+    nlattr* info = m.nest_start(IFLA_VF_INFO);
     uint32_t n = uint32_t(vf);
     switch (s) {
         case Setting::Vlan: {
-            nlattr* vlans = m.nest(IFLA_VF_VLAN_LIST);
+            nlattr* vlans = m.nest_start(IFLA_VF_VLAN_LIST);
             ifla_vf_vlan_info v{};
             v.vf = n;
             v.vlan = uint32_t(*c.vlan);
             v.qos = uint32_t(c.qos.value_or(0));
             v.vlan_proto = htons(c.vlan_proto.value_or(ETH_P_8021Q));
             m.put(IFLA_VF_VLAN_INFO, v);
-            m.end(vlans);
+            m.nest_end(vlans);
             break;
         }
         case Setting::Mac: {
@@ -257,14 +202,14 @@ std::vector<uint8_t> build_set(int pf_index, int vf, Setting s, const VfConfig& 
         case Setting::Trust: m.put(IFLA_VF_TRUST, ifla_vf_trust{n, *c.trust ? 1u : 0u}); break;
         case Setting::LinkState: m.put(IFLA_VF_LINK_STATE, ifla_vf_link_state{n, *c.link_state}); break;
     }
-    m.end(info);
-    m.end(list);
+    m.nest_end(info);
+    m.nest_end(list);
     return m.bytes();
 }
 
 std::vector<uint8_t> build_get(int pf_index) {
-    Request m(RTM_GETLINK, 0);
-    m.ifinfo()->ifi_index = pf_index;
+    Msg m(RTM_GETLINK, 0);
+    m.header<ifinfomsg>()->ifi_index = pf_index;
     // Statistics would add ~100 bytes per VF that nobody here reads.
     m.put(IFLA_EXT_MASK, uint32_t(RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS));
     return m.bytes();
@@ -274,11 +219,11 @@ std::map<int, VfConfig> parse_vfs(const nlmsghdr* h) {
     std::map<int, VfConfig> out;
     if (h->nlmsg_type != RTM_NEWLINK || mnl_nlmsg_get_payload_len(h) < sizeof(ifinfomsg)) return out;
     Attrs<IFLA_MAX> tb;
-    mnl_attr_parse(h, sizeof(ifinfomsg), Attrs<IFLA_MAX>::collect, &tb);
-    if (!tb.tb[IFLA_VFINFO_LIST]) return out;
+    tb.parse(h, sizeof(ifinfomsg));
+    if (!tb[IFLA_VFINFO_LIST]) return out;
     // The kernel fills ifla_vf_mac.mac up to 32 bytes; the PF's own address tells how many count.
-    size_t mac_len = tb.tb[IFLA_ADDRESS] ? mnl_attr_get_payload_len(tb.tb[IFLA_ADDRESS]) : ETH_ALEN;
-    const nlattr* list = tb.tb[IFLA_VFINFO_LIST];
+    size_t mac_len = tb[IFLA_ADDRESS] ? mnl_attr_get_payload_len(tb[IFLA_ADDRESS]) : ETH_ALEN;
+    const nlattr* list = tb[IFLA_VFINFO_LIST];
     auto* end = static_cast<const char*>(mnl_attr_get_payload(list)) + mnl_attr_get_payload_len(list);
     for (auto* info = static_cast<const nlattr*>(mnl_attr_get_payload(list));
          mnl_attr_ok(info, int(end - reinterpret_cast<const char*>(info))); info = mnl_attr_next(info)) {
@@ -293,8 +238,8 @@ std::map<int, VfConfig> parse_vfs(const nlmsghdr* h) {
 std::optional<std::string> parse_parent_device(const nlmsghdr* h) {
     if (h->nlmsg_type != RTM_NEWLINK || mnl_nlmsg_get_payload_len(h) < sizeof(ifinfomsg)) return std::nullopt;
     Attrs<IFLA_MAX> tb;
-    mnl_attr_parse(h, sizeof(ifinfomsg), Attrs<IFLA_MAX>::collect, &tb);
-    const nlattr* a = tb.tb[IFLA_PARENT_DEV_NAME];
+    tb.parse(h, sizeof(ifinfomsg));
+    const nlattr* a = tb[IFLA_PARENT_DEV_NAME];
     if (!a || mnl_attr_validate(a, MNL_TYPE_NUL_STRING) < 0) return std::nullopt;
     return std::string(mnl_attr_get_str(a));
 }
@@ -302,8 +247,8 @@ std::optional<std::string> parse_parent_device(const nlmsghdr* h) {
 std::unique_ptr<PfControl> netlink_pf() { return std::make_unique<NetlinkPf>(); }
 
 std::optional<std::string> parent_device(nl::Socket& s, int index) {
-    Request m(RTM_GETLINK, 0);
-    m.ifinfo()->ifi_index = index;
+    Msg m(RTM_GETLINK, 0);
+    m.header<ifinfomsg>()->ifi_index = index;
     m.put(IFLA_EXT_MASK, uint32_t(RTEXT_FILTER_SKIP_STATS));
     auto bytes = m.bytes();
     std::optional<std::string> parent;

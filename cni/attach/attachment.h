@@ -3,11 +3,10 @@
 #include <memory>
 #include <optional>
 
-#include "base/cleanup.h"
+#include "base/rollback.h"
 #include "cni/error.h"
 #include "cni/context.h"
 #include "cni/placement/placement.h"
-#include "cni/records.h"
 #include "cni/result.h"
 #include "conf/netconf.h"
 #include "netns/netns.h"
@@ -17,8 +16,8 @@ namespace cni {
 /// One attachment kind: everything topocni knows about one way to attach a pod, in one
 /// file each (veth.cc, macvlan.cc, sriov.cc, delegate.cc): its config keys, read and
 /// validated when the kind is made; the device it uses, for placement; and its part of
-/// each verb. The verbs (cni/add.cc, ...) own the order of steps, IPAM and the result.
-class Attachment {
+/// each verb. The verbs (cni/verbs/add.cc, ...) own the order of steps, IPAM and the result.
+class Attachment : public Subject {
 public:
     virtual ~Attachment() = default;
     /// Whether topocni runs the config's IPAM for this kind. A delegate's plugin runs its
@@ -27,12 +26,9 @@ public:
     /// The IPAM object the attachment draws from, and the key it is under.
     virtual const nlohmann::json* ipam_config(const conf::NetConf& c) const;
     virtual std::string ipam_key() const { return "ipam"; }
-    /// Placement: the device the attachment uses on the node (see pci_device and
-    /// master_device), and the host-local pool it draws from, if any.
-    virtual Device device(const conf::NetConf& c) const = 0;
-    virtual std::optional<ipam::Config> pool(const conf::NetConf& c) const { return c.host_local; }
-    /// Records: the link named when the device shares none (a veth's bridge).
-    virtual std::string unshared_link() const { return ""; }
+    // Placement's questions (Subject): the device the attachment uses on the node (see
+    // attach/device.h), the host-local pool it draws from, the link records name when the
+    // device shares none.
     /// ADD and CHECK: what needs the node but changes nothing (the interface name is free,
     /// the master exists, the MTU fits...).
     virtual void preflight(Context&) {}
@@ -52,26 +48,6 @@ public:
     /// STATUS, after IPAM's: a delegate asks its plugin.
     virtual void status(Context&) {}
 };
-
-/// What placement asks of the attachment (cni/placement/placement.h), answered by its kind.
-Subject placement_subject(const conf::NetConf& c, const Attachment& kind);
-
-/// For kinds' device(): a PCI device (a VF) by address, labelled from sysfs; a master
-/// interface on the node (none given and `default_route`: the interface of the node's
-/// default route); `what` names the kind in the reasons there is none. `link_kind` is
-/// the kind of link counted on the master.
-Device pci_device(const std::string& pci, const conf::NetConf& c);
-Device master_device(std::optional<std::string> master, const std::string& what, bool default_route, bool in_pod,
-                     const std::string& link_kind);
-/// The VF a config names: deviceID, pciBusID, runtimeConfig.deviceID (as given).
-std::optional<std::string> device_id_in(const nlohmann::json& j);
-
-/// ADD, for kinds that run topocni's IPAM: IPAM's addresses (on the pod interface the
-/// kind created, when there is one), routes and dns, the config's dns over IPAM's.
-void take_ipam_result(Result& result, const Result& ipam, std::optional<int> pod_interface, const Dns& dns);
-
-/// CHECK: the prevResult interface named CNI_IFNAME in sandbox CNI_NETNS (kCheckFailed if none).
-const Interface& expected_pod_interface(const Context& ctx, const Result& prev);
 
 /// The kind c.kind names (code 7 for an unknown one), its keys read from the config:
 /// code 7 naming a bad key, or a key of another kind. For Teardown, keys it cannot read

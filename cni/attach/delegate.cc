@@ -3,6 +3,7 @@
 // protocol and converts its result; the plugin does its own IPAM.
 #include "base/log.h"
 #include "cni/attach/attachment.h"
+#include "cni/attach/device.h"
 #include "cni/delegate.h"
 #include "cni/error.h"
 #include "cni/records.h"

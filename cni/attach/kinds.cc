@@ -83,15 +83,6 @@ std::unique_ptr<Attachment> make_attachment(conf::NetConf& c, conf::Purpose purp
     return kind;
 }
 
-// The verb's part of the result: IPAM's addresses (on the pod interface the kind
-// created, when there is one), routes and dns, with the config's dns over IPAM's.
-void take_ipam_result(Result& result, const Result& ipam, std::optional<int> pod_interface, const Dns& dns) {
-    result.ips = ipam.ips;
-    for (auto& ip : result.ips) ip.interface = pod_interface;
-    result.routes = ipam.routes;
-    result.dns = dns.empty() ? ipam.dns : dns;
-}
-
 Network read_network(const std::string& text, const conf::ArgsView& args, conf::Purpose purpose) {
     Network n{conf::parse(text, args, kProtocol, purpose), nullptr};
     n.kind = make_attachment(n.conf, purpose);
@@ -100,70 +91,6 @@ Network read_network(const std::string& text, const conf::ArgsView& args, conf::
 
 conf::NetConf parse_config(const std::string& text, const conf::ArgsView& args, conf::Purpose purpose) {
     return read_network(text, args, purpose).conf;
-}
-
-Subject placement_subject(const conf::NetConf& c, const Attachment& kind) {
-    return {[&c, &kind] { return kind.device(c); }, [&c, &kind] { return kind.pool(c); }, kind.unshared_link()};
-}
-
-std::optional<std::string> device_id_in(const nlohmann::json& j) {
-    auto text = [&](const nlohmann::json* v) -> std::optional<std::string> {
-        if (!v || !v->is_string() || v->get<std::string>().empty()) return std::nullopt;
-        return v->get<std::string>();
-    };
-    if (auto v = text(conf::member(j, "deviceID"))) return v;
-    if (auto v = text(conf::member(j, "pciBusID"))) return v;
-    if (auto* rc = conf::member(j, "runtimeConfig"); rc && rc->is_object()) return text(conf::member_ci(*rc, "deviceID"));
-    return std::nullopt;
-}
-
-Device pci_device(const std::string& pci, const conf::NetConf& c) {
-    const std::string& sysfs = c.sysfs_root;
-    Device d;
-    if (!netns::sysfs::is_pci_address(pci)) {
-        d.none_why = "deviceID '" + pci + "' is not a PCI address";
-        return d;
-    }
-    d.kind = Device::Kind::Pci;
-    d.name = pci;
-    d.label = (netns::sysfs::Tree(sysfs).physfn(pci) ? "VF " : "PCI device ") + pci;
-    // A VF in use has a state record, whichever network attached it.
-    d.in_use_on_pf = [state_dir = c.state_dir, sysfs, pci](const std::string& pf) {
-        return state::vfs_in_use(state_dir, sysfs, pf, pci);
-    };
-    return d;
-}
-
-Device master_device(std::optional<std::string> master, const std::string& what, bool default_route, bool in_pod,
-                     const std::string& link_kind) {
-    Device d;
-    d.link_kind = link_kind;
-    if (!master && default_route) {
-        netns::nl::Socket s;
-        master = netns::nl::default_route_interface(s);
-        if (!master) {
-            d.none_why = what + ": no master set and the node has no default route";
-            return d;
-        }
-    }
-    if (!master) {
-        d.none_why = what + " names no device (no deviceID, pciBusID or master)";
-        return d;
-    }
-    if (in_pod) {
-        d.none_why = "master '" + *master + "' is in the pod netns (linkInContainer), out of the node's sysfs";
-        return d;
-    }
-    d.kind = Device::Kind::Master;
-    d.name = *master;
-    d.label = "master '" + *master + "'";
-    return d;
-}
-
-const Interface& expected_pod_interface(const Context& ctx, const Result& prev) {
-    for (auto& i : prev.interfaces)
-        if (i.name == ctx.env.ifname && i.sandbox == ctx.env.netns) return i;
-    throw Error(kCheckFailed, "prevResult has no interface '" + ctx.env.ifname + "' in sandbox '" + ctx.env.netns + "'");
 }
 
 }  // namespace cni

@@ -7,6 +7,7 @@
 #include <net/if.h>
 
 #include "cni/attach/attachment.h"
+#include "cni/attach/device.h"
 #include "base/hash.h"
 #include "cni/error.h"
 #include "base/failpoint.h"
@@ -130,7 +131,7 @@ public:
 
     void check(Context& ctx, const Result& prev) override {
         find_master(ctx);   // the master must still exist and fit the MTU
-        const Interface& want = expected_pod_interface(ctx, prev);
+        const Interface& want = expected_pod_interface(prev, ctx.env.ifname, ctx.env.netns);
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
             const nl::Link l = pod_link(s, ctx.env.ifname, "macvlan");

@@ -2,7 +2,7 @@
 // rates, spoofchk, trust, link state), and its netdev moves into the pod under CNI_IFNAME.
 // A VF bound to a userspace driver (DPDK) has no netdev: only the PF side is configured.
 //
-// Everything ADD changes is put back by DEL from a state record (cni/state.h) written
+// Everything ADD changes is put back by DEL from a state record (cni/attach/sriov_state.h) written
 // before the first change: the PF-side settings, then the netdev's name, netns, MAC, MTU
 // and up state. The record also marks the VF as taken, and a per-VF lock serialises
 // every verb on it, so an old pod's late DEL never touches a VF that a new pod now holds.
@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "cni/attach/sriov.h"
+#include "cni/attach/device.h"
 
 #include <climits>
 
@@ -115,9 +116,9 @@ std::optional<int> opt_small(const json& raw, const std::string& key, long long 
 
 }  // namespace
 
-SriovConf read_sriov_keys(const conf::NetConf& c) {
+SriovKeys read_sriov_keys(const conf::NetConf& c) {
     const json& raw = c.raw;
-    SriovConf s;
+    SriovKeys s;
     s.device_id = parse_device_id(raw).value_or("");
     s.vlan = opt_small(raw, "vlan", 0, 4094);
     s.vlan_qos = opt_small(raw, "vlanQoS", 0, 7);
@@ -169,7 +170,7 @@ state::Owner owner_of(const Context& ctx) {
 
 /// The PF-side settings a config asks for. Rates go together in one request, so an
 /// unset one keeps its current value.
-vf::VfConfig wanted_settings(const conf::NetConf& c, const SriovConf& s, const vf::VfConfig& current) {
+vf::VfConfig wanted_settings(const conf::NetConf& c, const SriovKeys& s, const vf::VfConfig& current) {
     vf::VfConfig w;
     if (s.vlan) {
         w.vlan = *s.vlan;
@@ -265,7 +266,7 @@ private:
 
 class Sriov : public Attachment {
 public:
-    Sriov(SriovConf keys, std::unique_ptr<vf::PfControl> pf) : keys_(std::move(keys)), pf_(std::move(pf)) {}
+    Sriov(SriovKeys keys, std::unique_ptr<vf::PfControl> pf) : keys_(std::move(keys)), pf_(std::move(pf)) {}
 
     // Everything that can refuse the VF without a change: it exists, is a VF of a PF with
     // a netdev, is free (or held by an attachment whose netns is gone, which ADD takes
@@ -396,7 +397,7 @@ public:
         check_pf_settings(*rec);
         if (rec->dpdk) return;
 
-        const Interface& want = expected_pod_interface(ctx, prev);
+        const Interface& want = expected_pod_interface(prev, ctx.env.ifname, ctx.env.netns);
         netns::with(*ctx.pod, [&] {
             nl::Socket s;
             const nl::Link l = pod_link(s, ctx.env.ifname, "");
@@ -628,7 +629,7 @@ private:
                 // link and then fail the rename, leaving it on the node under the pod's name.
                 nl::Socket h;
                 if (h.get_link(r.netdev))
-                    throw Error(kInternal, "cannot return VF " + r.pci + " to the node as '" + r.netdev +
+                    throw Error(kInternal, "failed to return VF " + r.pci + " to the node as '" + r.netdev +
                                                "': another link has that name there");
                 netns::with(*pod, [&] {
                     nl::Socket s;
@@ -656,7 +657,7 @@ private:
         }
         if (l->name != r.netdev) {
             if (h.get_link(r.netdev))
-                throw Error(kInternal, "cannot rename VF " + r.pci + " back to '" + r.netdev +
+                throw Error(kInternal, "failed to rename VF " + r.pci + " back to '" + r.netdev +
                                            "': another link has that name on the node");
             h.set_down(l->index);   // names of up links cannot change
             h.rename(l->index, r.netdev);
@@ -680,7 +681,7 @@ private:
         }
     }
 
-    SriovConf keys_;
+    SriovKeys keys_;
     std::unique_ptr<vf::PfControl> pf_;
     std::map<std::string, base::DirLock> locks_;   ///< by VF, held until the plugin exits
 };
@@ -689,7 +690,7 @@ private:
 
 std::unique_ptr<Attachment> make_sriov(conf::NetConf& c, conf::Purpose purpose, std::unique_ptr<vf::PfControl> pf) {
     // DEL and GC find the VF from its state record: they need no deviceID.
-    return std::make_unique<Sriov>(read_keys<SriovConf>(c, purpose, [&] { return read_sriov_keys(c); }), std::move(pf));
+    return std::make_unique<Sriov>(read_keys<SriovKeys>(c, purpose, [&] { return read_sriov_keys(c); }), std::move(pf));
 }
 
 std::unique_ptr<Attachment> make_sriov(conf::NetConf& c, conf::Purpose purpose) {

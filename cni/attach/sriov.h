@@ -11,7 +11,7 @@
 namespace cni {
 
 
-struct SriovConf {
+struct SriovKeys {
     /// VF PCI address, lower case: deviceID (as Multus injects it), else pciBusID, else
     /// runtimeConfig.deviceID; "" when none is given. Required by ADD only: DEL and CHECK
     /// find the VF from its state record.
@@ -29,7 +29,7 @@ struct SriovConf {
 
 /// The keys of attachment sriov: code 7 naming the key on bad values, or on egressRate
 /// together with max_tx_rate.
-SriovConf read_sriov_keys(const conf::NetConf& c);
+SriovKeys read_sriov_keys(const conf::NetConf& c);
 
 /// The SR-IOV kind with its keys read from `c` and VF settings made through `pf` (the
 /// kernel's, or a test's stand-in).

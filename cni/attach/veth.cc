@@ -108,7 +108,7 @@ public:
 
     void check(Context& ctx, const Result& prev) override {
         std::string host_name = host_link_name(ctx.env.container_id, ctx.env.ifname);
-        const Interface& want = expected_pod_interface(ctx, prev);
+        const Interface& want = expected_pod_interface(prev, ctx.env.ifname, ctx.env.netns);
         Routing mode = keys_.bridge ? Routing::Subnet : Routing::PointToPoint;
         int pod_index = 0;
         netns::with(*ctx.pod, [&] {

@@ -19,8 +19,9 @@
 #include "cni/attach/attachment.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
+#include "cni/pod_netns.h"
 #include "cni/records.h"
-#include "cni/verbs.h"
+#include "cni/verbs/verbs.h"
 #include "conf/netconf.h"
 
 namespace cni::cli {

@@ -40,7 +40,7 @@ std::string inner_config(const nlohmann::json& doc, const std::string& text, con
 
 ConfigFile read_config_file(const std::string& path) {
     std::ifstream in(path);
-    if (!in) throw Error(kInvalidConfig, "cannot read config file '" + path + "': " + std::strerror(errno));
+    if (!in) throw Error(kInvalidConfig, "failed to read config file '" + path + "': " + std::strerror(errno));
     std::stringstream ss;
     ss << in.rdbuf();
     ConfigFile f{path, ss.str(), {}, false};

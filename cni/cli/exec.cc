@@ -18,6 +18,7 @@
 #include "cni/cli/cli.h"
 #include "base/hash.h"
 #include "cni/error.h"
+#include "cni/pod_netns.h"
 #include "cni/records.h"
 #include "cni/attach/attachment.h"
 #include "cni/cli/config_file.h"
@@ -48,7 +49,7 @@ std::string default_container_id(const std::string& netns) {
 }
 
 /// Runs the plugin `binary` (ourselves: /proc/self/exe); returns (exit status, stdout).
-std::pair<int, std::string> run_plugin(const std::string& binary, const std::vector<std::string>& env_kv,
+std::pair<int, std::string> run_child(const std::string& binary, const std::vector<std::string>& env_kv,
                                        const std::string& input) {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) throw Error(kInternal, "pipe failed");
@@ -70,7 +71,7 @@ std::pair<int, std::string> run_plugin(const std::string& binary, const std::vec
     posix_spawn_file_actions_destroy(&fa);
     ::close(in[0]);
     ::close(out[1]);
-    if (rc != 0) throw Error(kInternal, "cannot run the plugin '" + binary + "': " + std::strerror(rc));
+    if (rc != 0) throw Error(kInternal, "failed to run the plugin '" + binary + "': " + std::strerror(rc));
     // Configs are small: the pipe buffer takes them whole before the child reads.
     ssize_t w = ::write(in[1], input.data(), input.size());
     (void)w;
@@ -145,7 +146,7 @@ int run_exec(ExecOptions o) {
                                     "CNI_IFNAME=" + o.ifname, "CNI_ARGS=" + o.args, "CNI_PATH=" + cni_path};
     // Not a JSON object: the plugin reads the text as it would from a runtime, and says why.
     if (file.plugins.empty()) {
-        auto [status, output] = run_plugin("/proc/self/exe", env, file.text);
+        auto [status, output] = run_child("/proc/self/exe", env, file.text);
         std::fwrite(output.data(), 1, output.size(), stdout);
         return status;
     }
@@ -215,7 +216,7 @@ int run_exec(ExecOptions o) {
         std::string type = p.value("type", "");
         const std::string& binary = binaries[i];
         auto input = plugin_input(p, o, caps, prev, verb == "GC" ? valid : nlohmann::json());
-        auto [status, out] = run_plugin(binary, env, input.dump());
+        auto [status, out] = run_child(binary, env, input.dump());
         if (status != 0 || (verb == "ADD" && nlohmann::json::parse(out, nullptr, false).is_discarded())) {
             if (file.plugins.size() > 1)
                 std::fprintf(stderr, "topocni exec: %s of plugin %zu of %zu ('%s') failed\n", verb.c_str(), i + 1,

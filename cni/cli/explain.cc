@@ -48,7 +48,7 @@ void reword_for_the_cli(Verdict& v, const ExplainOptions& o) {
 std::optional<Verdict> missing_device(const conf::NetConf& c, const Subject& s) {
     Device d;
     try {
-        d = s.device();
+        d = s.device(c);
     } catch (const base::Error& e) {
         return Verdict{"device", false, false, e.what()};
     }
@@ -87,7 +87,7 @@ int explain(const ExplainOptions& o) {
         c = net.conf;
         // Every constraint gets a line: one whose facts cannot be read (a missing master)
         // fails with the reason instead of cutting the report short.
-        auto subject = placement_subject(c, *net.kind);
+        const Subject& subject = *net.kind;
         if (c.placement || c.bandwidth)
             if (auto v = missing_device(c, subject)) verdicts.push_back(*v);
         auto rest = evaluate_placement(c, subject, {o.pod_uid, "", "", nullptr}, {o.node_labels, false, true});

@@ -46,7 +46,7 @@ int explain_facts_main(const std::string& config_text, const std::string& config
         doc = load_facts(facts_path);
         auto net = read_network(config_text, {});
         c = net.conf;
-        Subject s = placement_subject(c, *net.kind);
+        const Subject& s = *net.kind;
         PodInfo pod{pod_uid, "", "", nullptr};
         EvalOptions opt{node_labels_file, false, true};
         // Only what the document cannot hold is read here: the device the kind names, the
@@ -55,11 +55,11 @@ int explain_facts_main(const std::string& config_text, const std::string& config
         NodeLabels labels;
         PodNuma numa;
         std::optional<ipam::Config> pool;
-        if (c.bandwidth || (c.placement && c.placement->topology)) d = s.device();
+        if (c.bandwidth || (c.placement && c.placement->topology)) d = s.device(c);
         if (c.placement && c.placement->node_selector) labels = node_labels(c, pod, opt);
         if (c.placement && c.placement->topology) {
             numa = pod_numa(c, pod_uid, doc);
-            if (c.placement->topology->min_free_addresses) pool = s.pool();
+            if (c.placement->topology->min_free_addresses) pool = s.pool(c);
         }
         auto src = published_facts(doc, d, labels, numa, pool);
         verdicts = evaluate_on(c, *src, pod, opt);

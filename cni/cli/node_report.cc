@@ -2,19 +2,14 @@
 // Discovery local feature file ("key=value" lines), so NFD turns them into node labels
 // the scheduler can select on. It closes the scheduler's blind spot for VFs per NUMA
 // node and NIC speeds.
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <csignal>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -26,6 +21,7 @@
 #include "base/hash.h"
 #include "cni/cli/cli.h"
 #include "cni/cli/node_facts.h"
+#include "cni/cli/prometheus.h"
 #include "cni/cli/publish.h"
 #include "cni/error.h"
 #include "cni/placement/ledger.h"
@@ -35,36 +31,13 @@
 #include "cni/placement/refusals.h"
 #include "conf/netconf.h"
 #include "ipam/usage.h"
+#include "netns/sysfs.h"
 
 namespace cni::cli {
 
 namespace {
 
 constexpr const char* kPrefix = "topocni.io/";
-
-std::string read_trim(const std::string& path) {
-    std::ifstream in(path);
-    std::string s;
-    if (!in || !std::getline(in, s)) return {};
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
-
-std::vector<std::string> entries(const std::string& dir) { return base::fs::list_dir(dir); }
-
-bool exists(const std::string& p) {
-    struct stat st;
-    return ::lstat(p.c_str(), &st) == 0;
-}
-
-std::string basename_of_link(const std::string& p) {
-    char buf[4096];
-    ssize_t n = ::readlink(p.c_str(), buf, sizeof buf - 1);
-    if (n <= 0) return {};
-    buf[n] = 0;
-    std::string s = buf;
-    return s.substr(s.rfind('/') + 1);
-}
 
 /// Label-safe name: [A-Za-z0-9][-A-Za-z0-9_.]*, at most 63 bytes.
 std::string label_name(std::string s) {
@@ -81,11 +54,6 @@ std::string short_label(const std::string& s, size_t max) {
     char tail[10];
     std::snprintf(tail, sizeof tail, "-%08x", base::fnv1a32(s));
     return name.substr(0, max - 9) + tail;
-}
-
-int numa_of(const std::string& dev_dir) {
-    auto s = read_trim(dev_dir + "/numa_node");
-    return s.empty() ? -1 : std::atoi(s.c_str());
 }
 
 std::string numa_key(int n) { return n < 0 ? "numa-unknown" : "numa" + std::to_string(n); }
@@ -141,7 +109,7 @@ struct Facts {
 };
 
 void gather_records(const Options& o, Facts& f, const std::map<std::string, std::string>& pf_names) {
-    for (auto& network : entries(o.state_dir + "/attachments")) {
+    for (auto& network : base::fs::list_dir(o.state_dir + "/attachments")) {
         std::vector<Record> recs = list_records(o.state_dir, network);
         const Record* latest = nullptr;
         for (auto& r : recs) {
@@ -165,7 +133,8 @@ void gather_records(const Options& o, Facts& f, const std::map<std::string, std:
     }
 }
 
-void gather_bandwidth(const Options& o, Facts& f, const std::map<std::string, std::string>& pf_names) {
+void gather_bandwidth(const Options& o, const netns::sysfs::Tree& tree, Facts& f,
+                      const std::map<std::string, std::string>& pf_names) {
     std::set<std::string> seen;
     for (auto& link : ledger::links(o.state_dir)) {
         LinkBandwidth b{link};
@@ -179,7 +148,7 @@ void gather_bandwidth(const Options& o, Facts& f, const std::map<std::string, st
             b.capacity_bps = double(cap->capacity_bps) * cap->overcommit;
         if (b.capacity_bps == 0) {
             std::string ifname = pf_names.count(link) ? pf_names.at(link) : link;
-            auto speed = read_trim(o.sysfs_root + "/class/net/" + ifname + "/speed");
+            auto speed = tree.netdev_attribute(ifname, "speed").value_or("");
             if (speed.empty() || speed[0] == '-') continue;
             b.capacity_bps = std::atof(speed.c_str()) * 1e6;
         }
@@ -207,32 +176,32 @@ void gather_bandwidth(const Options& o, Facts& f, const std::map<std::string, st
 
 Facts gather(const Options& o) {
     Facts f;
-    for (auto& n : entries(o.sysfs_root + "/devices/system/node"))
-        f.numa_count += n.rfind("node", 0) == 0 && n.size() > 4 && std::isdigit(n[4]);
+    netns::sysfs::Tree tree(o.sysfs_root);
+    f.numa_count = tree.numa_node_count();
 
     std::set<std::string> used_vfs;   // VF PCI addresses with a topocni state record
     for (auto& pci : state::VfStore(o.state_dir).pcis()) used_vfs.insert(pci);
 
     std::map<std::string, std::string> pf_names;   // PF PCI -> netdev
-    std::string net = o.sysfs_root + "/class/net";
-    for (auto& ifname : entries(net)) {
-        std::string dev = net + "/" + ifname + "/device";
-        if (!exists(dev)) continue;                       // virtual device
-        if (exists(dev + "/physfn")) continue;            // a VF, counted under its PF
-        auto speed = read_trim(net + "/" + ifname + "/speed");
+    for (auto& ifname : tree.netdev_names()) {
+        if (!tree.netdev_has_device(ifname)) continue;   // virtual device
+        auto pci = tree.netdev_pci(ifname);
+        if (pci && tree.physfn(*pci)) continue;          // a VF, counted under its PF
+        auto speed = tree.netdev_attribute(ifname, "speed").value_or("");
         if (!speed.empty() && speed[0] != '-') f.speeds.push_back({ifname, speed});
-        auto total = read_trim(dev + "/sriov_totalvfs");
+        if (!pci) continue;
+        auto total = tree.attribute(*pci, "sriov_totalvfs").value_or("");
         if (total.empty() || total == "0") continue;
-        Pf pf{ifname, basename_of_link(dev), numa_of(dev), total};
-        pf.configured = std::atoi(read_trim(dev + "/sriov_numvfs").c_str());
+        Pf pf{ifname, *pci, tree.numa_node(*pci).value_or(-1), total};
+        pf.configured = std::atoi(tree.attribute(*pci, "sriov_numvfs").value_or("").c_str());
         for (int i = 0; i < pf.configured; ++i) {
-            auto vf = basename_of_link(dev + "/virtfn" + std::to_string(i));
-            if (!vf.empty() && !used_vfs.count(vf)) ++pf.free_vfs;
+            auto vf = tree.virtfn(*pci, i);
+            if (vf && !used_vfs.count(*vf)) ++pf.free_vfs;
         }
         pf_names[pf.pci] = ifname;
         f.pfs.push_back(pf);
     }
-    gather_bandwidth(o, f, pf_names);
+    gather_bandwidth(o, tree, f, pf_names);
     gather_records(o, f, pf_names);
     f.refused = refusals::read(o.state_dir);
     f.evictions = evictions::read(o.state_dir);
@@ -305,66 +274,21 @@ nlohmann::json render_json(const Facts& f) {
 
 /// A sysfs root that is not one would report "no SR-IOV, no NUMA" for NFD to publish.
 void require_sysfs(const std::string& root) {
-    if (!exists(root + "/devices") && !exists(root + "/class") && !exists(root + "/bus"))
+    if (!netns::sysfs::Tree(root).looks_like_sysfs())
         throw Error(kInvalidConfig, "--sysfs-root '" + root + "' is not a sysfs tree (no devices, class or bus in it)");
 }
-
-// ---- Prometheus text format (node_exporter's textfile collector) ----
-
-std::string escape_label(const std::string& v) {
-    std::string out;
-    for (char ch : v) {
-        if (ch == '\\') out += "\\\\";
-        else if (ch == '"') out += "\\\"";
-        else if (ch == '\n') out += "\\n";
-        else out += ch;
-    }
-    return out;
-}
-
-std::string number(double v) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    return buf;
-}
-
-std::string number(unsigned __int128 v) {
-    if (v > static_cast<unsigned __int128>(1) << 62) return number(static_cast<double>(v));
-    return std::to_string(static_cast<unsigned long long>(v));
-}
-
-class Family {
-public:
-    Family(std::ostream& out, const char* name, const char* type, const char* help) : out_(out), name_(name) {
-        out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
-    }
-    template <class V>
-    void sample(std::initializer_list<std::pair<const char*, std::string>> labels, V value) {
-        out_ << name_ << "{";
-        bool first = true;
-        for (auto& [k, v] : labels) {
-            out_ << (first ? "" : ",") << k << "=\"" << escape_label(v) << "\"";
-            first = false;
-        }
-        out_ << "} " << number(value) << "\n";
-    }
-
-private:
-    std::ostream& out_;
-    const char* name_;
-};
 
 std::string render_prometheus(const Facts& f) {
     std::ostringstream out;
     {
-        Family m(out, "topocni_bandwidth_capacity_bps", "gauge",
+        prometheus::Family m(out, "topocni_bandwidth_capacity_bps", "gauge",
                  "Bandwidth topocni admits on a link per direction: topology.linkCapacityMbps, else the link speed, "
                  "times topology.bandwidthOvercommit (bits per second).");
         for (auto& b : f.bandwidth)
             for (const char* d : {"egress", "ingress"}) m.sample({{"master", b.link}, {"direction", d}}, b.capacity_bps);
     }
     {
-        Family m(out, "topocni_bandwidth_committed_bps", "gauge",
+        prometheus::Family m(out, "topocni_bandwidth_committed_bps", "gauge",
                  "Bandwidth committed to the attachments on a link per direction, from the admission ledger (bits per second).");
         for (auto& b : f.bandwidth) {
             m.sample({{"master", b.link}, {"direction", "egress"}}, b.committed_egress);
@@ -372,20 +296,20 @@ std::string render_prometheus(const Facts& f) {
         }
     }
     {
-        Family m(out, "topocni_vfs_total", "gauge", "SR-IOV VFs configured on a PF (sriov_numvfs).");
+        prometheus::Family m(out, "topocni_vfs_total", "gauge", "SR-IOV VFs configured on a PF (sriov_numvfs).");
         for (auto& pf : f.pfs) m.sample({{"pf", pf.name}, {"numa_node", std::to_string(pf.numa)}}, double(pf.configured));
     }
     {
-        Family m(out, "topocni_vfs_free", "gauge", "SR-IOV VFs of a PF that no topocni attachment holds.");
+        prometheus::Family m(out, "topocni_vfs_free", "gauge", "SR-IOV VFs of a PF that no topocni attachment holds.");
         for (auto& pf : f.pfs) m.sample({{"pf", pf.name}, {"numa_node", std::to_string(pf.numa)}}, double(pf.free_vfs));
     }
     {
-        Family m(out, "topocni_attachments", "gauge", "Attachments topocni made that are in place, by network, kind and link.");
+        prometheus::Family m(out, "topocni_attachments", "gauge", "Attachments topocni made that are in place, by network, kind and link.");
         for (auto& [key, n] : f.attachments)
             m.sample({{"network", std::get<0>(key)}, {"attachment", std::get<1>(key)}, {"master", std::get<2>(key)}}, double(n));
     }
     {
-        Family m(out, "topocni_ipam_addresses", "gauge", "Addresses of a host-local range set, free or used.");
+        prometheus::Family m(out, "topocni_ipam_addresses", "gauge", "Addresses of a host-local range set, free or used.");
         for (auto& p : f.pools) {
             m.sample({{"network", p.network}, {"range_set", p.range_set}, {"state", "free"}},
                      ipam::free_addresses(p.size, p.used));
@@ -393,13 +317,13 @@ std::string render_prometheus(const Facts& f) {
         }
     }
     {
-        Family m(out, "topocni_placement_refusals_total", "counter",
+        prometheus::Family m(out, "topocni_placement_refusals_total", "counter",
                  "ADDs refused with code 100, per network and failed constraint (kept in <stateDir>/metrics).");
         for (auto& [network, per] : f.refused)
             for (auto& [constraint, n] : per) m.sample({{"network", network}, {"constraint", constraint}}, double(n));
     }
     {
-        Family m(out, "topocni_evictions_total", "counter",
+        prometheus::Family m(out, "topocni_evictions_total", "counter",
                  "What the refusal agent did about pods whose network asks to move them (onRefusal: evict), per network "
                  "and outcome: evicted, blocked (a PodDisruptionBudget refused), skipped (a bare, DaemonSet or static pod, "
                  "or the per-owner loop guard); kept in <stateDir>/metrics.");
@@ -407,23 +331,6 @@ std::string render_prometheus(const Facts& f) {
             for (auto& [outcome, n] : per) m.sample({{"network", network}, {"outcome", outcome}}, double(n));
     }
     return out.str();
-}
-
-/// Dot-file then rename: NFD ignores dot-files, so it never reads a half-written file.
-void write_atomically(const std::string& path, const std::string& text) {
-    auto slash = path.rfind('/');
-    std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-    std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-    std::string tmp = dir + "/." + base + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error(kIoFailure, "cannot write '" + tmp + "': " + strerror(errno));
-    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-    ::close(fd);
-    if (!ok || ::rename(tmp.c_str(), path.c_str()) < 0) {
-        int e = errno;
-        ::unlink(tmp.c_str());
-        throw Error(kIoFailure, "cannot write '" + path + "': " + strerror(e));
-    }
 }
 
 }  // namespace
@@ -474,7 +381,7 @@ void add_node_report(CLI::App& app, int& status) {
             if (!o->publish) {
                 std::string text = to_json(read_node_facts(fo)).dump(2) + "\n";
                 if (o->output.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
-                else write_atomically(o->output, text);
+                else base::fs::write_file(o->output, text, 0644);   // NFD ignores the dot-file written first
                 status = 0;
                 return;
             }
@@ -493,7 +400,7 @@ void add_node_report(CLI::App& app, int& status) {
                     : o->format == "json"     ? render_json(f).dump(2) + "\n"
                                               : render_nfd(f);
         if (o->output.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
-        else write_atomically(o->output, text);
+        else base::fs::write_file(o->output, text, 0644);   // NFD ignores the dot-file written first
         status = 0;
     });
 }

@@ -22,17 +22,15 @@ std::string file_name(const std::string& network, const std::string& cid, const 
 
 constexpr const char* kCapacity = "capacity";
 
-std::vector<std::string> names(const std::string& path) { return base::fs::list_dir(path); }
-
 }  // namespace
 
 std::string root(const std::string& state_dir) { return state_dir + "/bandwidth"; }
 std::string dir(const std::string& state_dir, const std::string& link) { return root(state_dir) + "/" + link; }
-std::vector<std::string> links(const std::string& state_dir) { return names(root(state_dir)); }
+std::vector<std::string> links(const std::string& state_dir) { return base::fs::list_dir(root(state_dir)); }
 
 std::vector<Entry> entries(const std::string& state_dir, const std::string& link) {
     std::vector<Entry> out;
-    for (auto& name : names(dir(state_dir, link))) {
+    for (auto& name : base::fs::list_dir(dir(state_dir, link))) {
         if (name.size() < 6 || name.compare(name.size() - 5, 5, ".json") != 0) continue;   // temp files
         std::string path = dir(state_dir, link) + "/" + name;
         std::optional<std::string> text;

@@ -1,6 +1,6 @@
 // The bandwidth ledger: what is committed on each link topocni admits bandwidth on (a
 // macvlan master, an SR-IOV PF), one small JSON file per attachment under
-// <stateDir>/bandwidth/<link>/<network>:<containerID>:<ifname>.json. ADD commits under the link's lock (cni/placement.cc,
+// <stateDir>/bandwidth/<link>/<network>:<containerID>:<ifname>.json. ADD commits under the link's lock (cni/placement/placement.cc,
 // admit_bandwidth), DEL and GC take the entry away, node-report sums it up. Links are
 // named by interface (macvlan master) or PCI address (PF).
 #pragma once

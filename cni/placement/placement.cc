@@ -42,7 +42,7 @@ public:
         : c_(c), s_(s), pod_(pod), opt_(opt) {}
     NodeLabels labels() override { return node_labels(c_, pod_, opt_); }
     const Device& device() override {
-        if (!device_) device_ = s_.device();
+        if (!device_) device_ = s_.device(c_);
         return *device_;
     }
     const NodeFacts& device_facts(bool count_links) override {
@@ -61,7 +61,7 @@ public:
         gather_numa(f_, c_.sysfs_root);
         return cni::pod_numa(c_, pod_.uid, f_);
     }
-    std::optional<ipam::Config> pool() override { return s_.pool(); }
+    std::optional<ipam::Config> pool() override { return s_.pool(c_); }
 
 private:
     const conf::NetConf& c_;
@@ -182,7 +182,7 @@ void record_refusal(const Context& ctx, const std::vector<std::string>& failed, 
 }
 
 /// Logs what passed, and throws code 100 naming every constraint that did not; a refused
-/// ADD is counted (cni/refusals.h) for the operator's metrics and recorded for the pod
+/// ADD is counted (cni/placement/refusals.h) for the operator's metrics and recorded for the pod
 /// (refusal_record.h), with no API call.
 void enforce(const Context& ctx, const std::vector<Verdict>& verdicts, bool count) {
     const conf::NetConf& c = ctx.conf;
@@ -228,8 +228,8 @@ void admit_bandwidth(Context& ctx, const Subject& s, base::Rollback& undo) {
     // itself is the one taken under the lock.
     BandwidthAdmission first = evaluate_bandwidth(c, s, pod);
     if (first.link.empty() || first.entry.capacity_bps == 0) return;   // unknown topology, allowed by check_placement
-    auto lock = NetworkLock::on_dir(ledger::dir(c.state_dir, first.link), c.state_dir, NetworkLock::Exclusive, 10000,
-                                    "another ADD is admitting bandwidth on this link");
+    auto lock = base::DirLock::create(ledger::dir(c.state_dir, first.link), c.state_dir, base::DirLock::Exclusive,
+                                      std::chrono::seconds(10), "another ADD is admitting bandwidth on this link");
     BandwidthAdmission again = evaluate_bandwidth(c, s, pod);
     if (!again.admitted) {
         lock.release_created();
@@ -244,8 +244,8 @@ void admit_bandwidth(Context& ctx, const Subject& s, base::Rollback& undo) {
 
 std::string attachment_link(const conf::NetConf& c, const Subject& s) {
     try {
-        Device d = s.device();
-        if (d.kind == Device::Kind::None) return s.unshared_link;
+        Device d = s.device(c);
+        if (d.kind == Device::Kind::None) return s.unshared_link();
         NodeFacts f;
         gather_device(f, c, d, {}, false);
         return shared_link(f, d).key;

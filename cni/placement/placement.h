@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "base/cleanup.h"
+#include "base/rollback.h"
 #include "cni/context.h"
 #include "cni/placement/ledger.h"
 #include "ipam/host_local.h"
@@ -45,14 +45,17 @@ struct Device {
     std::function<std::vector<std::string>(const std::string& pf_pci)> in_use_on_pf;
 };
 
-/// What placement needs of an attachment, as its kind (cni/attach/) describes it.
-struct Subject {
-    /// Resolved when a constraint first needs it (it may ask the kernel); may throw.
-    std::function<Device()> device;
+/// What placement needs of an attachment: every attachment kind (cni/attach/) is one.
+class Subject {
+public:
+    virtual ~Subject() = default;
+    /// The device the attachment uses on the node (a PCI device, a master). Asked when a
+    /// constraint first needs it (it may ask the kernel); may throw.
+    virtual Device device(const conf::NetConf& c) const = 0;
     /// The host-local pool the attachment draws from, if any; may throw (code 7).
-    std::function<std::optional<ipam::Config>()> pool;
+    virtual std::optional<ipam::Config> pool(const conf::NetConf& c) const { return c.host_local; }
     /// The link records name when the device shares none (a veth's bridge), else "".
-    std::string unshared_link;
+    virtual std::string unshared_link() const { return ""; }
 };
 
 struct EvalOptions {

@@ -5,7 +5,7 @@
 // the config's prevResult (or an empty result) converted to its version.
 //
 // Input: "KEY=VALUE" lines (the environment), an empty line, then stdin.
-// A crash is: an exception escaping run_plugin(), a signal or sanitizer report, output
+// A crash is: an exception escaping dispatch(), a signal or sanitizer report, output
 // that is not a JSON object, or an error exit without an error object.
 #include <cstdlib>
 #include <map>
@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cni/result.h"
-#include "cni/verbs.h"
+#include "cni/verbs/verbs.h"
 #include "fuzz.h"
 
 namespace {
@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     io.read_stdin = [&] { return stdin_text; };
     io.write = [&](const std::string& s) { out += s; };
     io.configure_logging = false;   // a logFile key must not write files here
-    int rc = cni::run_plugin(io, kDryVerbs);
+    int rc = cni::dispatch(io, kDryVerbs);
 
     auto j = nlohmann::json::parse(out, nullptr, false);
     if (rc != 0 && (!j.is_object() || !j.contains("code") || !j.contains("msg"))) std::abort();

@@ -247,7 +247,7 @@ class Bandwidth(NetnsTestCase):
                 sh("ip", "link", "add", ifb_name("c1", "eth0"), "type", "ifb", ns=squat_ns)
                 squat = set(self.links(squat_ns))
                 out = self.run_plugin("ADD", conf, netns=path)
-                self.assertError(out, 999, "cannot create ifb", ifb_name("c1", "eth0"))
+                self.assertError(out, 999, "failed to create ifb", ifb_name("c1", "eth0"))
                 self.assertEqual(set(self.links(squat_ns)), squat)
                 sh("ip", "link", "del", ifb_name("c1", "eth0"), ns=squat_ns)
                 self.assertEqual(set(self.links(self.node)), node_links)

@@ -23,12 +23,13 @@ FORBIDDEN = [
     ("kube", "netns/error.h"), ("kube", "ipam/error.h"), ("kube", "conf/error.h"), ("kube", "cni/error.h"),
     ("kube", "cni/placement/placement.h"),
     ("netns", "kube/error.h"), ("ipam", "kube/client.h"), ("base", "kube/error.h"),
-    ("proto", "cni/placement/placement.h"), ("proto", "cni/attach/attachment.h"), ("proto", "cni/verbs.h"),
-    ("placement", "cni/attach/attachment.h"), ("placement", "cni/attach/sriov_state.h"), ("placement", "cni/verbs.h"), ("placement", "cni/cli/cli.h"),
-    ("attach", "cni/verbs.h"), ("attach", "cni/cli/cli.h"),
+    ("proto", "cni/placement/placement.h"), ("proto", "cni/attach/attachment.h"), ("proto", "cni/verbs/verbs.h"),
+    ("placement", "cni/attach/attachment.h"), ("placement", "cni/attach/sriov_state.h"), ("placement", "cni/verbs/verbs.h"), ("placement", "cni/cli/cli.h"),
+    ("attach", "cni/verbs/verbs.h"), ("attach", "cni/cli/cli.h"),
     ("verbs", "cni/cli/cli.h"), ("verbs", "cni/cluster/scheduling.h"),
-    ("cluster", "cni/verbs.h"), ("cluster", "cni/cli/cli.h"), ("attach", "cni/cluster/scheduling.h"),
+    ("cluster", "cni/verbs/verbs.h"), ("cluster", "cni/cli/cli.h"), ("attach", "cni/cluster/scheduling.h"),
     ("placement", "cni/cluster/networks.h"),
+    ("proto", "cni/verbs/ipam_step.h"), ("attach", "cni/verbs/ipam_step.h"), ("cluster", "cni/verbs/ipam_step.h"),
 ]
 # (part, header it must see): itself and what is below.
 ALLOWED = [
@@ -40,9 +41,9 @@ ALLOWED = [
     ("proto", "cni/error.h"), ("proto", "conf/error.h"), ("proto", "kube/error.h"),
     ("placement", "cni/error.h"), ("placement", "cni/placement/evaluate.h"), ("placement", "kube/client.h"),
     ("attach", "cni/placement/placement.h"), ("attach", "cni/attach/attachment.h"),
-    ("verbs", "cni/verbs.h"), ("verbs", "cni/attach/attachment.h"),
+    ("verbs", "cni/verbs/verbs.h"), ("verbs", "cni/verbs/ipam_step.h"), ("verbs", "cni/attach/attachment.h"),
     ("cluster", "cni/cluster/scheduling.h"), ("cluster", "cni/attach/attachment.h"), ("cluster", "kube/client.h"),
-    ("cli", "cni/cli/cli.h"), ("cli", "cni/verbs.h"), ("cli", "cni/cluster/networks.h"),
+    ("cli", "cni/cli/cli.h"), ("cli", "cni/verbs/verbs.h"), ("cli", "cni/cluster/networks.h"),
 ]
 
 

@@ -13,16 +13,12 @@
 #include <vector>
 
 #include "cni/records.h"
+#include "../support.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-    std::string path = (fs::temp_directory_path() / ("topocni-rec-" + std::to_string(::getpid()))).string();
-    TempDir() { fs::create_directories(path); }
-    ~TempDir() { fs::remove_all(path); }
-};
 
 std::string slurp(const std::string& p) {
     std::ifstream in(p);
@@ -34,39 +30,39 @@ std::string slurp(const std::string& p) {
 }  // namespace
 
 TEST_CASE("records: a completed record replaces the intent whole, and a removed one leaves no file") {
-    TempDir tmp;
-    const std::string dir = cni::records_dir(tmp.path, "net");
-    cni::write_record(tmp.path, {"net", "first-container-id", "eth0", "/run/netns/a", nullptr});
-    cni::write_record(tmp.path, {"net", "first-container-id", "eth0", "/run/netns/a", {{"cniVersion", "1.0.0"}}});
+    support::TempDir tmp("rec");
+    const std::string dir = cni::records_dir(tmp.path(), "net");
+    cni::write_record(tmp.path(), {"net", "first-container-id", "eth0", "/run/netns/a", nullptr});
+    cni::write_record(tmp.path(), {"net", "first-container-id", "eth0", "/run/netns/a", {{"cniVersion", "1.0.0"}}});
     const std::string first = dir + "/first-container-id_eth0.json";
-    CHECK(cni::read_record(tmp.path, "net", "first-container-id", "eth0")->result["cniVersion"] == "1.0.0");
+    CHECK(cni::read_record(tmp.path(), "net", "first-container-id", "eth0")->result["cniVersion"] == "1.0.0");
     CHECK(nlohmann::json::parse(slurp(first))["containerID"] == "first-container-id");
 
-    cni::remove_record(tmp.path, "net", "first-container-id", "eth0");
+    cni::remove_record(tmp.path(), "net", "first-container-id", "eth0");
     CHECK_FALSE(fs::exists(first));
-    CHECK(cni::list_records(tmp.path, "net").empty());
+    CHECK(cni::list_records(tmp.path(), "net").empty());
     CHECK(fs::is_empty(dir));
-    cni::remove_record(tmp.path, "net", "first-container-id", "eth0");   // again: nothing to do
+    cni::remove_record(tmp.path(), "net", "first-container-id", "eth0");   // again: nothing to do
 }
 
 TEST_CASE("records: the network lock is its directory, and a refused ADD takes back the directories it made") {
-    TempDir tmp;
-    const std::string state = tmp.path + "/state";
+    support::TempDir tmp("rec");
+    const std::string state = tmp.path() + "/state";
     {
-        cni::NetworkLock lock(state, "net", cni::NetworkLock::Shared, 1000);
+        auto lock = cni::lock_network(state, "net", base::DirLock::Shared, 1000);
         CHECK(fs::is_empty(cni::records_dir(state, "net")));   // no lock file
         lock.release_created();
     }
     CHECK_FALSE(fs::exists(state));
 
     SUBCASE("not while another ADD of the network shares the lock") {
-        cni::NetworkLock first(state, "net", cni::NetworkLock::Shared, 1000);
-        cni::NetworkLock second(state, "net", cni::NetworkLock::Shared, 1000);
+        auto first = cni::lock_network(state, "net", base::DirLock::Shared, 1000);
+        auto second = cni::lock_network(state, "net", base::DirLock::Shared, 1000);
         first.release_created();
         CHECK(fs::exists(cni::records_dir(state, "net")));
     }
     SUBCASE("not when a record is in it") {
-        cni::NetworkLock lock(state, "net", cni::NetworkLock::Shared, 1000);
+        auto lock = cni::lock_network(state, "net", base::DirLock::Shared, 1000);
         cni::write_record(state, {"net", "x", "eth0", "/run/netns/x", nullptr});
         lock.release_created();
         CHECK(cni::read_record(state, "net", "x", "eth0"));
@@ -80,7 +76,7 @@ TEST_CASE("records: the network lock is its directory, and a refused ADD takes b
             char c;
             int rc = ::read(go[0], &c, 1) == 1 ? 1 : 3;
             try {
-                cni::NetworkLock mine(state, "net", cni::NetworkLock::Exclusive, 5000);
+                auto mine = cni::lock_network(state, "net", base::DirLock::Exclusive, 5000);
                 cni::write_record(state, {"net", "w", "eth0", "/run/netns/w", nullptr});
                 rc = cni::read_record(state, "net", "w", "eth0") ? 0 : 2;
             } catch (const std::exception& e) {
@@ -88,7 +84,7 @@ TEST_CASE("records: the network lock is its directory, and a refused ADD takes b
             }
             ::_exit(rc);
         }
-        auto lock = std::make_unique<cni::NetworkLock>(state, "net", cni::NetworkLock::Exclusive, 1000);
+        auto lock = std::make_unique<base::DirLock>(cni::lock_network(state, "net", base::DirLock::Exclusive, 1000));
         REQUIRE(::write(go[1], "x", 1) == 1);
         ::usleep(100000);   // the child is waiting for the lock now
         lock->release_created();
@@ -104,10 +100,10 @@ TEST_CASE("records: the network lock is its directory, and a refused ADD takes b
 }
 
 TEST_CASE("records: an intent record over a stale one of the same name replaces it") {
-    TempDir tmp;
-    cni::write_record(tmp.path, {"net", "x", "eth0", "/run/netns/old", {{"cniVersion", "1.0.0"}, {"ips", {1, 2, 3}}}});
-    cni::write_record(tmp.path, {"net", "x", "eth0", "/run/netns/new", nullptr});
-    auto r = cni::read_record(tmp.path, "net", "x", "eth0");
+    support::TempDir tmp("rec");
+    cni::write_record(tmp.path(), {"net", "x", "eth0", "/run/netns/old", {{"cniVersion", "1.0.0"}, {"ips", {1, 2, 3}}}});
+    cni::write_record(tmp.path(), {"net", "x", "eth0", "/run/netns/new", nullptr});
+    auto r = cni::read_record(tmp.path(), "net", "x", "eth0");
     REQUIRE(r);
     CHECK(r->netns == "/run/netns/new");
     CHECK(r->result.is_null());
@@ -116,7 +112,7 @@ TEST_CASE("records: an intent record over a stale one of the same name replaces 
 
 TEST_CASE("records: concurrent ADDs and DELs of one network never swap contents") {
     // ADDs of a network run at once (the network lock is shared), as separate processes.
-    TempDir tmp;
+    support::TempDir tmp("rec");
     const int kProcs = 6, kRounds = 150;
     std::vector<pid_t> kids;
     for (int p = 0; p < kProcs; ++p) {
@@ -125,10 +121,10 @@ TEST_CASE("records: concurrent ADDs and DELs of one network never swap contents"
         if (pid == 0) {
             for (int i = 0; i < kRounds; ++i) {
                 std::string cid = "c" + std::to_string(p) + "-" + std::to_string(i);
-                cni::write_record(tmp.path, {"net", cid, "eth0", "/run/netns/" + cid, nullptr});
-                auto r = cni::read_record(tmp.path, "net", cid, "eth0");
+                cni::write_record(tmp.path(), {"net", cid, "eth0", "/run/netns/" + cid, nullptr});
+                auto r = cni::read_record(tmp.path(), "net", cid, "eth0");
                 if (!r || r->container_id != cid || r->netns != "/run/netns/" + cid) ::_exit(1);
-                if (i % 2) cni::remove_record(tmp.path, "net", cid, "eth0");   // keep half of them
+                if (i % 2) cni::remove_record(tmp.path(), "net", cid, "eth0");   // keep half of them
             }
             ::_exit(0);
         }
@@ -140,27 +136,11 @@ TEST_CASE("records: concurrent ADDs and DELs of one network never swap contents"
         CHECK(WIFEXITED(status));
         CHECK(WEXITSTATUS(status) == 0);
     }
-    auto left = cni::list_records(tmp.path, "net");
+    auto left = cni::list_records(tmp.path(), "net");
     CHECK(left.size() == size_t(kProcs * kRounds / 2));
     for (auto& r : left) {
         CHECK(r.netns == "/run/netns/" + r.container_id);
-        CHECK(fs::exists(cni::records_dir(tmp.path, "net") + "/" + r.container_id + "_eth0.json"));
+        CHECK(fs::exists(cni::records_dir(tmp.path(), "net") + "/" + r.container_id + "_eth0.json"));
     }
 }
 
-namespace {
-const int64_t g_test_static_init_ns = cni::boottime_ns();
-}
-
-TEST_CASE("records: the process start GC compares against is this process's start-up, never later") {
-    // GC keeps attachments completed after this moment. Later than the start-up would
-    // release attachments whose ADD began after the runtime took its valid list; much
-    // earlier would keep ones that completed just before GC.
-    const int64_t start = cni::process_start_ns();
-    CHECK(start <= cni::boottime_ns());
-    // Static initialisation of this binary and of records.cc are moments apart (or, after
-    // a slow start-up, the fork tick comes before both).
-    CHECK(start <= g_test_static_init_ns + 20'000'000LL);
-    CHECK(start > g_test_static_init_ns - 1'000'000'000LL);
-    CHECK(cni::process_start_ns() == start);   // computed once
-}

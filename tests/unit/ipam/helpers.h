@@ -16,28 +16,11 @@
 
 #include "ipam/error.h"
 #include "ipam/host_local.h"
+#include "../support.h"
 
 namespace ipam_test {
 
-/// mkdtemp under /tmp, removed with everything in it when the test ends.
-class TempDir {
-public:
-    TempDir() {
-        char tmpl[] = "/tmp/topocni-ipam-XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path_ = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
-};
+using support::TempDir;
 
 inline base::IpAddr ip(const char* s) {
     auto a = base::IpAddr::parse(s);

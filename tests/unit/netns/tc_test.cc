@@ -122,7 +122,7 @@ TEST_CASE("tc: a failing step of ingress shaping takes back only what that call 
     });
     CHECK(e.kind == netns::Error::Kind::Failed);
     CHECK(e.sys_errno == EEXIST);
-    CHECK(has(e.what(), "tc: cannot add an ingress qdisc on 'tcA': "));
+    CHECK(has(e.what(), "tc: failed to add an ingress qdisc on 'tcA': "));
     CHECK(has(e.what(), "(File exists"));   // the kernel's own errno, not only libnl's code
     CHECK_FALSE(has(b.sh("ip link show"), "ifbsecond"));
     // The first attachment's ifb, ingress qdisc and filter are untouched.
@@ -132,7 +132,7 @@ TEST_CASE("tc: a failing step of ingress shaping takes back only what that call 
     e = error_of([&] {
         b.in([] { netns::tc::add_ingress_shaping("tcB", "ifbthird", {10'000'000, 1'000'000}, std::string(300, 'a')); });
     });
-    CHECK(has(e.what(), "tc: cannot set the alias of 'ifbthird': "));
+    CHECK(has(e.what(), "tc: failed to set the alias of 'ifbthird': "));
     CHECK_FALSE(has(b.sh("ip link show"), "ifbthird"));
     CHECK(b.sh("tc qdisc show dev tcB ingress").empty());
 }
@@ -143,7 +143,7 @@ TEST_CASE("tc: a kernel refusal names the object and the device and keeps the ke
     auto e = error_of([&] { b.in([] { netns::tc::add_root_tbf("tcA", {20'000'000, 1'000'000}); }); });
     CHECK(e.kind == netns::Error::Kind::Failed);
     CHECK(e.sys_errno == EEXIST);
-    CHECK(std::string(e.what()).rfind("tc: cannot add a tbf qdisc on 'tcA': Object exists (File exists", 0) == 0);
+    CHECK(std::string(e.what()).rfind("tc: failed to add a tbf qdisc on 'tcA': Object exists (File exists", 0) == 0);
     CHECK(has(b.sh("tc qdisc show dev tcA"), "rate 10Mbit"));
 }
 
@@ -180,7 +180,7 @@ TEST_CASE("tc: a rate tbf cannot take is refused before anything is created") {
     for (uint64_t rate : {uint64_t(7), netns::tc::kMaxRateBps + 8}) {
         CAPTURE(rate);
         auto e = error_of([&] { b.in([&] { netns::tc::add_ingress_shaping("tcA", "ifbtest3", {rate, 1'000}); }); });
-        CHECK(has(e.what(), "tc: cannot shape 'ifbtest3' at "));
+        CHECK(has(e.what(), "tc: failed to shape 'ifbtest3' at "));
         CHECK_FALSE(has(b.sh("ip link show"), "ifbtest3"));
     }
     b.in([] { netns::tc::add_root_tbf("tcA", {netns::tc::kMaxRateBps, 1'000'000}); });
