@@ -88,6 +88,30 @@ TEST_CASE("sysfs: VF, PF, index, netdev, driver and NUMA node are read through t
     CHECK_FALSE(tree.netdev_pci("../enp175s6"));
 }
 
+TEST_CASE("sysfs: netdevs, their attributes, a PF's VFs by index and the NUMA nodes, as node-report reads them") {
+    FakeTree t;
+    Tree tree(t.root.string());
+    CHECK(tree.virtfn("0000:af:00.1", 0) == "0000:af:06.0");
+    CHECK(tree.virtfn("0000:af:00.1", 1) == "0000:af:06.1");
+    CHECK_FALSE(tree.virtfn("0000:af:00.1", 2));
+    CHECK_FALSE(tree.virtfn("0000:af:06.0", 0));   // a VF has no VFs
+    CHECK_FALSE(tree.virtfn("../0000:af:00.1", 0));
+    CHECK(tree.netdev_names() == std::vector<std::string>{"enp175s6"});
+    CHECK(tree.netdev_has_device("enp175s6"));
+    CHECK_FALSE(tree.netdev_has_device("lo"));
+    CHECK_FALSE(tree.netdev_has_device(".."));
+    std::ofstream(t.root / "devices/pci0000:ae/0000:ae:00.0/0000:af:06.0/net/enp175s6/speed") << "25000\n";
+    CHECK(tree.netdev_attribute("enp175s6", "speed") == "25000");
+    CHECK_FALSE(tree.netdev_attribute("enp175s6", "duplex"));
+    CHECK_FALSE(tree.netdev_attribute("enp175s6", "../device"));
+    CHECK_FALSE(tree.netdev_attribute("../enp175s6", "speed"));
+    CHECK(tree.numa_node_count() == 0);
+    for (auto d : {"node0", "node1", "nodeX", "possible"}) fs::create_directories(t.root / "devices/system/node" / d);
+    CHECK(tree.numa_node_count() == 2);
+    CHECK(tree.looks_like_sysfs());
+    CHECK_FALSE(Tree((t.root / "devices/system").string() + "/nowhere").looks_like_sysfs());
+}
+
 TEST_CASE("sysfs: paths are never built from anything but a PCI address") {
     FakeTree t;
     Tree tree(t.root.string());
