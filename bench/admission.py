@@ -7,7 +7,7 @@ each on its own kept-alive TLS connection; the server's memory.
     bench/admission.py --topocni build-release/topocni [--requests 2000] [--seconds 10] [--out bench/results]
     bench/admission.py --quick ...      a few requests (the ctest smoke test)
 
-A stand-in API (plain HTTP on loopback) serves 3 NADs: macvlan with bandwidth, host-local IPAM
+A stand-in API (the tests' fakenode.ClusterApi, plain HTTP on loopback) serves 3 NADs: macvlan with bandwidth, host-local IPAM
 and a nodeSelector; SR-IOV (resourceName intel.com/sriov) with bandwidth; a conflist whose
 topocni macvlan plugin has a matchExpressions nodeSelector. Its WATCH requests stay open
 quietly. The webhook serves TLS with a throw-away certificate for 127.0.0.1. Only latencies and
@@ -21,15 +21,13 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from standin import free_port, memory, percentile, start_api, stop
 
 NAD_PATH = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions"
 
@@ -55,52 +53,6 @@ def nads(data_dir):
     return [nad("mv", macvlan), nad("vf", sriov, "intel.com/sriov"), nad("mvl", conflist)]
 
 
-def serve_api(items):
-    """LIST answers the NADs, WATCH stays open saying nothing; every request path is logged."""
-    log = []
-    by_name = {f"/apis/k8s.cni.cncf.io/v1/namespaces/{n['metadata']['namespace']}/network-attachment-definitions/"
-               f"{n['metadata']['name']}": n for n in items}
-
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            log.append(self.path)
-            path, _, query = self.path.partition("?")
-            if "watch=1" in query or "watch=true" in query:   # stays open, says nothing, until the client goes
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                try:
-                    while True:
-                        time.sleep(1)
-                except OSError:
-                    return
-            if path == NAD_PATH:
-                status, obj = 200, {"kind": "NetworkAttachmentDefinitionList", "apiVersion": "k8s.cni.cncf.io/v1",
-                                    "metadata": {"resourceVersion": "1"}, "items": items}
-            elif path in by_name:
-                status, obj = 200, by_name[path]
-            else:
-                status, obj = 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                                    "code": 404}
-            body = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, log
-
-
 def make_cert(d):
     """A self-signed P-256 certificate for IP 127.0.0.1; the clients trust exactly it."""
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
@@ -108,19 +60,6 @@ def make_cert(d):
                     "-addext", "subjectAltName=IP:127.0.0.1", "-addext", "extendedKeyUsage=serverAuth"],
                    cwd=d, check=True, capture_output=True)
     return os.path.join(d, "tls.crt"), os.path.join(d, "tls.key")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def percentile(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
 def review(uid, pod):
@@ -279,35 +218,10 @@ def stats(times, errors, wall=None, body=None):
     return out
 
 
-def memory(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("VmHWM", "VmRSS", "Threads")):
-                k, v = line.split(":", 1)
-                out[k] = v.strip()
-    return out
-
-
 def run(args):
     tmp = tempfile.mkdtemp(prefix="topocni-bench-adm-")
-    api, api_log = serve_api(nads(os.path.join(tmp, "ipam")))
+    api, kc = start_api(tmp, nads=nads(os.path.join(tmp, "ipam")))
     cert, key = make_cert(tmp)
-    kc = os.path.join(tmp, "kubeconfig")
-    with open(kc, "w") as f:
-        f.write(f"""apiVersion: v1
-kind: Config
-clusters:
-- cluster: {{server: "http://127.0.0.1:{api.server_address[1]}"}}
-  name: c
-contexts:
-- context: {{cluster: c, user: u}}
-  name: x
-current-context: x
-users:
-- name: u
-  user: {{token: bench}}
-""")
     port = free_port()
     log_path = os.path.join(tmp, "webhook.log")
     proc = subprocess.Popen([args.topocni, "admission-webhook", "--listen", f"127.0.0.1:{port}", "--tls-cert", cert,
@@ -318,7 +232,7 @@ users:
     try:
         # Ready: the NADs listed and a WATCH open after the LIST, and the port answering.
         deadline = time.time() + 60
-        while not any(p.startswith(NAD_PATH) and "watch=1" in p for p in list(api_log)):
+        while not api.watching(NAD_PATH):
             if proc.poll() is not None or time.time() > deadline:
                 raise SystemExit(f"the webhook never watched the NADs (exit {proc.poll()}): {open(log_path).read()}")
             time.sleep(0.05)
@@ -356,16 +270,11 @@ users:
         times, errors, wall = concurrent(port, cert, args.clients, args.seconds)
         out[f"3 topocni NADs, {args.clients} clients"] = stats(times, errors, wall=wall)
         out["memory_end"] = memory(proc.pid)
-        out["api_requests"] = len(api_log)   # LIST + WATCH only: every NAD came from the cache
+        out["api_requests"] = len(api.logged())   # LIST + WATCH only: every NAD came from the cache
         return out
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            out["exit_status"] = proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out["exit_status"] = "killed after 20 s"
-        api.shutdown()
+        out["exit_status"] = stop(proc)
+        api.stop()
         with open(log_path) as f:
             lines = f.read().splitlines()
         out["server_log_lines"] = len(lines)

@@ -7,7 +7,7 @@ memory with 5,000 nodes' facts cached.
     bench/extender.py --topocni build-release/topocni [--nodes 5000] [--requests 200] [--out bench/results]
     bench/extender.py --quick ...      a few requests over 200 nodes (the ctest smoke test)
 
-A stand-in API (plain HTTP on loopback) serves the nodes, each with a facts document of 2 PFs
+A stand-in API (the tests' fakenode.ClusterApi, plain HTTP on loopback) serves the nodes, each with a facts document of 2 PFs
 of 16 VFs and a macvlan master, 3 NADs (SR-IOV, SR-IOV, macvlan) and no pending pods; its
 WATCH requests stay open quietly. Only latency percentiles are reported; nothing is asserted
 but that every answer is well formed and every node fits. The Node-objects filter is also
@@ -19,14 +19,14 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from standin import free_port, memory, percentile, start_api, stop
 
 
 def facts(name, i):
@@ -70,49 +70,6 @@ def nads():
                    "ipam": {"type": "host-local", "subnet": "10.56.0.0/16"}})]
 
 
-def serve_api(nodes):
-    lists = {"/api/v1/nodes": nodes, "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions": nads(),
-             "/api/v1/pods": []}
-
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            path, _, query = self.path.partition("?")
-            if "watch=1" in query:   # stays open, says nothing, until the client goes
-                self.send_response(200)
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                try:
-                    while True:
-                        time.sleep(1)
-                except OSError:
-                    return
-            body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "100"},
-                               "items": lists.get(path, [])}).encode()
-            self.send_response(200 if path in lists else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Client:
     """HTTP/1.1 over one kept-alive socket, as a load generator does it: the request's bytes
     are sent as they are and the answer is read into one buffer reused from request to
@@ -154,30 +111,12 @@ class Client:
         return view[:length]
 
 
-def percentile(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
-
 def run(args):
-    nodes = [node(i) for i in range(args.nodes)]
-    api = serve_api(nodes)
     tmp = tempfile.mkdtemp(prefix="topocni-bench-ext-")
-    kc = os.path.join(tmp, "kubeconfig")
-    with open(kc, "w") as f:
-        f.write(f"""apiVersion: v1
-kind: Config
-clusters:
-- cluster: {{server: "http://127.0.0.1:{api.server_address[1]}"}}
-  name: c
-contexts:
-- context: {{cluster: c, user: u}}
-  name: x
-current-context: x
-users:
-- name: u
-  user: {{token: bench}}
-""")
+    api, kc = start_api(tmp, nodes=[node(i) for i in range(args.nodes)], nads=nads())
+    # The Node objects as the API holds them, resourceVersions and all: kube-scheduler's
+    # informer and the extender's watch see the same objects.
+    nodes = [api.nodes[n] for n in sorted(api.nodes)]
     port = free_port()
     proc = subprocess.Popen([args.topocni, "scheduler-extender", "--listen", f"127.0.0.1:{port}", "--kubeconfig", kc],
                             stderr=open(os.path.join(tmp, "extender.log"), "w"))
@@ -278,18 +217,12 @@ users:
         if not args.quick and shutil.which("curl"):
             out["filter, Node objects, curl, 1 client"] = measure_curl("/filter", by_objects, args.requests, 1, all_fit)
             out["filter, Node objects, curl, 2 clients"] = measure_curl("/filter", by_objects, args.requests, 2, all_fit)
-        with open(f"/proc/{proc.pid}/status") as f:
-            for line in f:
-                if line.startswith(("VmHWM", "VmRSS")):
-                    out[line.split(":")[0]] = line.split(":")[1].strip()
+        out.update(memory(proc.pid))
         return out
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        api.shutdown()
+        stop(proc)
+        api.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main():

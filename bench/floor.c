@@ -121,6 +121,20 @@ static struct nlmsghdr* start(char* buf, uint16_t type, uint16_t flags) {
     return nlh;
 }
 
+/* A link message naming `ifname`, with an RTM_NEWLINK's LINKINFO of `kind` opened when one is given
+ * (closed by the caller, after the kind's data). */
+static struct nlmsghdr* link_msg(char* buf, uint16_t type, uint16_t flags, const char* ifname, const char* kind,
+                                 struct nlattr** info) {
+    struct nlmsghdr* nlh = start(buf, type, flags);
+    mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
+    mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
+    if (kind) {
+        *info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+        mnl_attr_put_strz(nlh, IFLA_INFO_KIND, kind);
+    }
+    return nlh;
+}
+
 static int link_up(struct mnl_socket* nl, int index, int master) {
     char buf[MNL_SOCKET_BUFFER_SIZE];
     struct nlmsghdr* nlh = start(buf, RTM_NEWLINK, 0);
@@ -169,11 +183,8 @@ static int add_route(struct mnl_socket* nl, int index, const struct addr* dst, i
 
 static int create_veth(struct mnl_socket* nl, const char* ifname, const char* peer) {
     char buf[MNL_SOCKET_BUFFER_SIZE];
-    struct nlmsghdr* nlh = start(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
-    mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
-    mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
-    struct nlattr* info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-    mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
+    struct nlattr* info;
+    struct nlmsghdr* nlh = link_msg(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, ifname, "veth", &info);
     struct nlattr* data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
     struct nlattr* p = mnl_attr_nest_start(nlh, VETH_INFO_PEER);
     mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
@@ -187,9 +198,7 @@ static int create_veth(struct mnl_socket* nl, const char* ifname, const char* pe
 
 static int create_macvlan(struct mnl_socket* nl, const char* ifname, int master, int pod_fd) {
     char buf[MNL_SOCKET_BUFFER_SIZE];
-    struct nlmsghdr* nlh = start(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
-    mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
-    mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
+    struct nlmsghdr* nlh = link_msg(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, ifname, NULL, NULL);
     mnl_attr_put_u32(nlh, IFLA_LINK, (uint32_t)master);
     mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t)pod_fd);
     struct nlattr* info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
@@ -203,19 +212,14 @@ static int create_macvlan(struct mnl_socket* nl, const char* ifname, int master,
 
 static int del_link(struct mnl_socket* nl, const char* name) {
     char buf[MNL_SOCKET_BUFFER_SIZE];
-    struct nlmsghdr* nlh = start(buf, RTM_DELLINK, 0);
-    mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
-    mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+    struct nlmsghdr* nlh = link_msg(buf, RTM_DELLINK, 0, name, NULL, NULL);
     return talk(nl, nlh, "delete link");
 }
 
 static int create_bridge(const char* name, struct addr gws[2]) {
     char buf[MNL_SOCKET_BUFFER_SIZE];
-    struct nlmsghdr* nlh = start(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
-    mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
-    mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-    struct nlattr* info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-    mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
+    struct nlattr* info;
+    struct nlmsghdr* nlh = link_msg(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, name, "bridge", &info);
     mnl_attr_nest_end(nlh, info);
     if (talk(node_nl, nlh, "create bridge") < 0) return -1;
     int index = (int)if_nametoindex(name);

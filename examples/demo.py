@@ -127,10 +127,7 @@ def scheduler_side():
     import copy
     import http.client
     import signal
-    import socket
-    import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     step("the scheduler side: this node's facts as node-report --publish puts them on its Node")
     doc = json.loads(sh(binary, "node-report", "--format", "facts", "--sysfs-root", sysfs, "--state-dir", state_dir,
@@ -151,40 +148,13 @@ def scheduler_side():
                            "annotations": {"topocni.io/facts": json.dumps(d)}}} for d in (doc, numa1, full)]
     conf = {"cniVersion": "1.0.0", "name": "sriov-net", "type": "topocni", "attachment": "sriov",
             "topology": {"numaNode": 0}, "stateDir": state_dir, "sysfsRoot": sysfs}
-    nad = {"metadata": {"name": "sriov-net", "namespace": "default", "resourceVersion": "1"},
+    nad = {"metadata": {"name": "sriov-net", "namespace": "default"},
            "spec": {"config": json.dumps(conf)}}
-    lists = {"/api/v1/nodes": nodes, "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions": [nad],
-             "/api/v1/pods": []}
-
-    class Api(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            path, _, query = self.path.partition("?")
-            if "watch=1" in query:
-                time.sleep(30)
-                return
-            body = json.dumps({"metadata": {"resourceVersion": "1"}, "items": lists.get(path, [])}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    api = ThreadingHTTPServer(("127.0.0.1", 0), Api)
-    api.daemon_threads = True
-    threading.Thread(target=api.serve_forever, daemon=True).start()
-    kc = os.path.join(tmp, "kubeconfig")
-    with open(kc, "w") as f:
-        f.write(f"apiVersion: v1\nkind: Config\nclusters:\n- cluster: {{server: 'http://127.0.0.1:{api.server_address[1]}'}}\n"
-                "  name: c\ncontexts:\n- context: {cluster: c, user: u}\n  name: x\ncurrent-context: x\n"
-                "users:\n- name: u\n  user: {token: demo}\n")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    from fakenode import ClusterApi, free_port, write_kubeconfig
+    api = ClusterApi(None)   # a stand-in API on loopback, plain HTTP
+    api.replace(nodes, [nad])
+    kc = write_kubeconfig(os.path.join(tmp, "kubeconfig"), api.url(), token="demo")
+    port = free_port()
     step("topocni scheduler-extender, asked as kube-scheduler asks (nodeCacheCapable: true)")
     print(f"$ topocni scheduler-extender --listen 127.0.0.1:{port} --url-prefix /scheduler")
     ext = subprocess.Popen([binary, "scheduler-extender", "--listen", f"127.0.0.1:{port}", "--kubeconfig", kc,
@@ -211,7 +181,7 @@ def scheduler_side():
     finally:
         ext.send_signal(signal.SIGTERM)
         ext.wait(timeout=20)
-        api.shutdown()
+        api.stop()
     step("ADD the pod on the node the extender chose: Multus passes the VF the device plugin gave it")
     make_pod("dpdk")
     vf = doc["pfs"][0]["vfs"][0]

@@ -5,33 +5,20 @@
 #include <openssl/x509_vfy.h>
 
 #include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
 
+#include "kube/beast.h"
 #include "kube/error.h"
 #include "kube/resolve.h"
-
-// Set before OpenSSL is initialised: the static binary's OPENSSL_cpuid_setup waits for it
-// (bin/static_guards.cc). Weak: dynamic builds run OpenSSL's own at start-up instead.
-extern "C" __attribute__((weak)) int topocni_tls_wanted;
+#include "kube/tls.h"
 
 namespace kube::https {
 
 namespace {
-
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace net = boost::asio;
-namespace ssl = net::ssl;
-using tcp = net::ip::tcp;
 
 struct Url {
     bool tls = true;
@@ -75,17 +62,8 @@ bool is_ip(const std::string& host) {
 const char* const kSystemBundles[] = {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
                                       "/etc/ssl/ca-bundle.pem", "/etc/pki/tls/cacert.pem", "/etc/ssl/cert.pem"};
 
-std::string openssl_error() {
-    unsigned long e = ERR_get_error();
-    if (!e) return "unknown TLS error";
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    return buf;
-}
-
 void configure(ssl::context& ctx, const Tls& tls, std::string& ca_source) {
-    ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
-                    ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+    kube::tls::modern_only(ctx);
     boost::system::error_code ec;
     if (tls.insecure) {
         ctx.set_verify_mode(ssl::verify_none);
@@ -213,9 +191,7 @@ struct Connection::Impl {
         if (!u.tls) return;
 
         if (!ctx) {
-            if (&topocni_tls_wanted) topocni_tls_wanted = 1;
-            static const bool init = OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;   // no openssl.cnf
-            if (!init) throw Error(Error::Kind::Internal, "failed to initialise OpenSSL: " + openssl_error());
+            kube::tls::init();
             auto c = std::make_unique<ssl::context>(ssl::context::tls_client);
             configure(*c, tls, ca_source);
             ctx = std::move(c);
@@ -228,7 +204,7 @@ struct Connection::Impl {
             X509_VERIFY_PARAM* param = SSL_get0_param(s);
             int ok = is_ip(u.host) ? X509_VERIFY_PARAM_set1_ip_asc(param, u.host.c_str())
                                    : X509_VERIFY_PARAM_set1_host(param, u.host.c_str(), 0);
-            if (ok != 1) throw Error(Error::Kind::Internal, "failed to set the name to verify: " + openssl_error());
+            if (ok != 1) throw Error(Error::Kind::Internal, "failed to set the name to verify: " + kube::tls::last_error());
         }
         if (!is_ip(u.host)) SSL_set_tlsext_host_name(s, u.host.c_str());
         auto hs = std::make_shared<Op>();

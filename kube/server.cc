@@ -1,13 +1,8 @@
 #include "kube/server.h"
 
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
-#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 
 #include <sched.h>
 
@@ -20,19 +15,13 @@
 #include <vector>
 
 #include "base/log.h"
+#include "kube/beast.h"
 #include "kube/error.h"
-
-extern "C" __attribute__((weak)) int topocni_tls_wanted;
+#include "kube/tls.h"
 
 namespace kube::server {
 
 namespace {
-
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace net = boost::asio;
-namespace ssl = net::ssl;
-using tcp = net::ip::tcp;
 
 constexpr size_t kReadChunk = 256 * 1024;
 
@@ -252,10 +241,9 @@ void serve(const Options& o, const Handler& handler, const std::atomic<bool>& st
     Shared shared{o, handler};
     std::optional<ssl::context> tls;
     if (!o.tls_cert.empty() || !o.tls_key.empty()) {
-        if (&topocni_tls_wanted) topocni_tls_wanted = 1;
+        kube::tls::init();
         tls.emplace(ssl::context::tls_server);
-        tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
-                         ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+        kube::tls::modern_only(*tls);
         boost::system::error_code ec;
         tls->use_certificate_chain_file(o.tls_cert, ec);
         if (ec) throw Error(Error::Kind::Invalid, "--tls-cert '" + o.tls_cert + "': " + ec.message());

@@ -5,21 +5,17 @@
 // concurrency; SIGTERM stops it cleanly.
 #include <CLI/CLI.hpp>
 
-#include <atomic>
-#include <csignal>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 
 #include "base/log.h"
 #include "cni/cli/api_credentials.h"
 #include "cni/cli/cli.h"
+#include "cni/cli/cluster_service.h"
 #include "cni/cluster/admission.h"
 #include "cni/error.h"
 #include "kube/client.h"
 #include "kube/error.h"
-#include "kube/reflector.h"
-#include "kube/server.h"
 
 namespace cni::cli {
 
@@ -27,16 +23,11 @@ namespace {
 
 using json = nlohmann::json;
 
-std::atomic<bool> g_webhook_stop{false};
-void on_webhook_signal(int) { g_webhook_stop = true; }
-
 constexpr const char* kNadPath = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions";
 
 struct WebhookFlags {
-    kube::server::Options server;
-    std::string kubeconfig;
+    ServiceFlags service;
     std::string path = "/mutate";
-    double api_timeout = 5;
 };
 
 /// The API did not answer for a NAD: the webhook fails (HTTP 503), and the configuration's
@@ -116,42 +107,26 @@ private:
 
 void add_admission_webhook(CLI::App& app, int& status) {
     auto o = std::make_shared<WebhookFlags>();
-    o->server.listen = "0.0.0.0:8443";
-    o->server.max_body = 8u << 20;   // the API server's own limit on an object is 3 MiB
+    o->service.server.listen = "0.0.0.0:8443";
+    o->service.server.max_body = 8u << 20;   // the API server's own limit on an object is 3 MiB
+    o->service.api_timeout = 5;
     auto* cmd = app.add_subcommand("admission-webhook",
                                    "Serve a mutating admission webhook: pods' topocni networks become requests and node affinity");
-    cmd->add_option("--listen", o->server.listen, "address:port to listen on ([v6]:port for IPv6)")->capture_default_str();
-    cmd->add_option("--tls-cert", o->server.tls_cert, "PEM certificate chain (the API server calls webhooks over HTTPS only)");
-    cmd->add_option("--tls-key", o->server.tls_key, "PEM private key");
-    cmd->add_option("--kubeconfig", o->kubeconfig, "kubeconfig (default: the pod's service account)");
+    add_service_flags(cmd, o->service, "PEM certificate chain (the API server calls webhooks over HTTPS only)",
+                      "seconds per API request (a NAD not cached yet)");
     cmd->add_option("--path", o->path, "the path the webhook configuration calls")->capture_default_str();
-    cmd->add_option("--max-body", o->server.max_body, "bytes: a bigger request is refused (413)")->capture_default_str();
-    cmd->add_option("--max-connections", o->server.max_connections, "connections served at once (one more: 503)")
-        ->check(CLI::Range(1, 256))
-        ->capture_default_str();
-    cmd->add_option("--api-timeout", o->api_timeout, "seconds per API request (a NAD not cached yet)")->capture_default_str();
     cmd->footer("Example:\n  topocni admission-webhook --listen 0.0.0.0:8443 --tls-cert tls.crt --tls-key tls.key\n"
                 "See examples/admission-webhook.yaml and the README's admission webhook section.");
     cmd->callback([o, &status] {
         base::log::configure("info", "");
         // A NAD not cached yet is read from the API inside the handler: one thread per
         // connection, so that a caller waiting on that read never holds up the others.
-        o->server.threads = o->server.max_connections;
-        struct sigaction sa {};
-        sa.sa_handler = on_webhook_signal;
-        ::sigaction(SIGTERM, &sa, nullptr);
-        ::sigaction(SIGINT, &sa, nullptr);
-        kube::Kubeconfig kc = pick_kubeconfig(o->kubeconfig, !o->kubeconfig.empty());
-        auto timeout = std::chrono::milliseconds(static_cast<long long>(o->api_timeout * 1000));
-        NadCache nads(kc, timeout);
-        std::thread loop([&, kc, timeout] {
-            kube::Client client(kc, timeout);
-            kube::ReflectorHandlers h;
-            h.replace = [&](const std::vector<json>& items, const std::string&) { nads.replace(items); };
-            h.event = [&](const kube::Event& e) { nads.event(e); };
-            h.trouble = [](const std::string& what) { base::log::warn(std::string("network-attachment-definitions: ") + what); };
-            kube::reflect(client, kNadPath, "network-attachment-definitions", h, [] { return g_webhook_stop.load(); });
-        });
+        o->service.server.threads = o->service.server.max_connections;
+        kube::Kubeconfig kc = pick_kubeconfig(o->service.kubeconfig, !o->service.kubeconfig.empty());
+        NadCache nads(kc, o->service.api_timeout_ms());
+        Watch w{kNadPath, "network-attachment-definitions", {}};
+        w.handlers.replace = [&](const std::vector<json>& items, const std::string&) { nads.replace(items); };
+        w.handlers.event = [&](const kube::Event& e) { nads.event(e); };
         cluster::NadLookup lookup = [&](const cluster::NetworkSelection& s) { return nads.lookup(s); };
         auto handler = [&](const kube::server::Request& r) -> kube::server::Response {
             std::string path = r.target.substr(0, r.target.find('?'));
@@ -167,17 +142,7 @@ void add_admission_webhook(CLI::App& app, int& status) {
                 return {503, json({{"error", e.what()}}).dump()};
             }
         };
-        try {
-            kube::server::serve(o->server, handler, g_webhook_stop,
-                                [](int port) { base::log::info("admission webhook listening on port " + std::to_string(port)); });
-        } catch (...) {
-            g_webhook_stop = true;
-            loop.join();
-            throw;
-        }
-        g_webhook_stop = true;
-        loop.join();
-        base::log::info("admission webhook stopped");
+        run_service(o->service, kc, "admission webhook", {std::move(w)}, handler);
         status = 0;
     });
 }

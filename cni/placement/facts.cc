@@ -27,6 +27,15 @@ bool exists(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0;
 }
 
+/// The entry of `v` whose `field` is `key`, or nullptr (facts are gathered into a document
+/// once per PF or link, however many networks name it).
+template <class T>
+T* find_entry(std::vector<T>& v, std::string T::*field, const std::string& key) {
+    for (auto& x : v)
+        if (x.*field == key) return &x;
+    return nullptr;
+}
+
 // ---- the node's labels ----
 
 bool valid_node_name(const std::string& n) {
@@ -150,9 +159,7 @@ void gather_pci(NodeFacts& f, const std::string& sysfs, const std::string& pci,
                 const std::function<std::vector<std::string>(const std::string& pf)>& in_use, const std::string& vf,
                 bool all_vfs) {
     netns::sysfs::Tree tree(sysfs);
-    PfFacts* pf = nullptr;
-    for (auto& p : f.pfs)
-        if (p.pci == pci) pf = &p;
+    PfFacts* pf = find_entry(f.pfs, &PfFacts::pci, pci);
     if (!pf) {
         PfFacts n;
         n.pci = pci;
@@ -168,11 +175,10 @@ void gather_pci(NodeFacts& f, const std::string& sysfs, const std::string& pci,
         pf = &f.pfs.back();
     }
     auto add = [&](const std::string& v, bool held) {
-        for (auto& x : pf->vfs)
-            if (x.pci == v) {
-                x.in_use = x.in_use || held;
-                return;
-            }
+        if (VfFacts* x = find_entry(pf->vfs, &VfFacts::pci, v)) {
+            x->in_use = x->in_use || held;
+            return;
+        }
         pf->vfs.push_back({v, topo::read_numa_node(tree.pci_path(v) + "/numa_node"), held, ""});
     };
     // Every VF of the PF, and which are in use, only for what counts them
@@ -195,9 +201,7 @@ void gather_pci(NodeFacts& f, const std::string& sysfs, const std::string& pci,
 
 void gather_link(NodeFacts& f, const std::string& sysfs, const std::string& name, const std::string& links_kind,
                  bool count_links, const PodInfo& pod) {
-    LinkFacts* l = nullptr;
-    for (auto& x : f.links)
-        if (x.name == name) l = &x;
+    LinkFacts* l = find_entry(f.links, &LinkFacts::name, name);
     if (!l) {
         LinkFacts n;
         n.name = name;

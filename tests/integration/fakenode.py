@@ -161,6 +161,13 @@ def write_kubeconfig(path, server, ca_data=None, ca_file=None, cert_data=None, k
     return path
 
 
+def free_port(host="127.0.0.1"):
+    """A TCP port nothing listens on now, for a server the test starts next."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
 def k8s_status(code, message, reason=""):
     """A Kubernetes Status object, as the API server sends with every error."""
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "code": code}
@@ -1087,6 +1094,7 @@ class ClusterApi:
       GET   /apis/k8s.cni.cncf.io/v1/namespaces/<ns>/network-attachment-definitions/<n>
       GET   /api/v1/nodes[?fieldSelector=metadata.name%3D<n>]   LIST or WATCH, as above
       GET   /api/v1/nodes/<n>
+      GET   /api/v1/pods[?fieldSelector=status.phase%3D<phase>]   LIST or WATCH, as above
       PATCH /api/v1/nodes/<n>          application/merge-patch+json
       PATCH /api/v1/nodes/<n>/status   application/json-patch+json (RFC 6902, applied by
             jsonpatch_apply; an operation that does not apply: 422, nothing changes); only
@@ -1095,14 +1103,15 @@ class ClusterApi:
     MODIFIED or DELETED event. `requests` logs every request: method, path, content type,
     body (parsed JSON when it is), status. fail(prefix, status) makes requests whose path
     starts with `prefix` get that status and a Status object. With `netns`, it listens on
-    that netns's loopback (socket_in_netns); stop() also closes every open connection.
+    that netns's loopback (socket_in_netns); with `pki` None it speaks plain HTTP (the
+    bench and the demo); stop() also closes every open connection.
     """
 
     def __init__(self, pki, netns=None, host="127.0.0.1"):
         self.cond = threading.Condition()
         self.rv = 100
-        self.nads, self.nodes = {}, {}
-        self.history = []        # (rv, "nads" | "nodes", type, object)
+        self.nads, self.nodes, self.pods = {}, {}, {}
+        self.history = []        # (rv, "nads" | "nodes" | "pods", type, object)
         self.requests = []
         self.failing = {}        # path prefix -> status
         self.stopping = False
@@ -1158,7 +1167,7 @@ class ClusterApi:
                 entry["status"] = status
                 with api.cond:
                     api.requests.append(entry)
-                if isinstance(answer, tuple):   # ("watch", kind, from_rv, name)
+                if isinstance(answer, tuple):   # ("watch", kind, from_rv, keep)
                     return self.watch(*answer[1:], timeout=float(query.get("timeoutSeconds") or 300))
                 self.reply(status, answer)
 
@@ -1168,7 +1177,7 @@ class ClusterApi:
                 self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
                 self.wfile.flush()
 
-            def watch(self, kind, from_rv, name, timeout):
+            def watch(self, kind, from_rv, keep, timeout):
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -1182,7 +1191,7 @@ class ClusterApi:
                         fresh, seen = api.history[seen:], len(api.history)
                         stopping = api.stopping
                     for rv, k, typ, obj in fresh:
-                        if k != kind or rv <= from_rv or (name and obj["metadata"]["name"] != name):
+                        if k != kind or rv <= from_rv or not keep(obj):
                             continue
                         line = json.dumps({"type": typ, "object": obj}, separators=(",", ":")).encode() + b"\n"
                         self.chunk(line)
@@ -1206,16 +1215,18 @@ class ClusterApi:
             server.server_activate()
         else:
             server = Server((host, 0), Handler)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(os.path.join(pki, "server.crt"), os.path.join(pki, "server.key"))
-        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        if pki:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(os.path.join(pki, "server.crt"), os.path.join(pki, "server.key"))
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        self.scheme = "https" if pki else "http"
         self.server = server
         self.host, self.port = host, server.server_address[1]
         self.thread = threading.Thread(target=server.serve_forever, daemon=True)
         self.thread.start()
 
     def url(self):
-        return f"https://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     # --- what a test changes ---
     def _changed(self, kind, typ, obj):
@@ -1247,6 +1258,30 @@ class ClusterApi:
             self.nodes[name] = node
             self._changed("nodes", typ, node)
 
+    def put_pod(self, pod):
+        with self.cond:
+            pod = json.loads(json.dumps(pod))
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            typ = "MODIFIED" if key in self.pods else "ADDED"
+            self.pods[key] = pod
+            self._changed("pods", typ, pod)
+
+    def replace(self, nodes=(), nads=(), pods=()):
+        """The cluster becomes exactly these objects: what is not among them is DELETED."""
+        with self.cond:
+            for kind, have, new, key in (
+                    ("nodes", self.nodes, nodes, lambda o: o["metadata"]["name"]),
+                    ("nads", self.nads, nads, lambda o: f"{o['metadata']['namespace']}/{o['metadata']['name']}"),
+                    ("pods", self.pods, pods, lambda o: f"{o['metadata']['namespace']}/{o['metadata']['name']}")):
+                keep = {key(o) for o in new}
+                for k in [k for k in have if k not in keep]:
+                    self._changed(kind, "DELETED", have.pop(k))
+                for o in new:
+                    o = json.loads(json.dumps(o))
+                    typ = "MODIFIED" if key(o) in have else "ADDED"
+                    have[key(o)] = o
+                    self._changed(kind, typ, o)
+
     def node(self, name):
         with self.cond:
             n = self.nodes.get(name)
@@ -1264,6 +1299,10 @@ class ClusterApi:
             return [r for r in self.requests
                     if (method is None or r["method"] == method) and (path is None or r["path"] == path)]
 
+    def forget_requests(self):
+        with self.cond:
+            self.requests.clear()
+
     def watching(self, path):
         """True once a WATCH of `path` has been asked for."""
         with self.cond:
@@ -1280,7 +1319,7 @@ class ClusterApi:
         nad_prefix = "/apis/k8s.cni.cncf.io/v1/namespaces/"
         if method == "GET" and path == NAD_PATH:
             if watch:
-                return 200, ("watch", "nads", int(query.get("resourceVersion") or 0), None)
+                return 200, ("watch", "nads", int(query.get("resourceVersion") or 0), lambda obj: True)
             with self.cond:
                 items = [self.nads[k] for k in sorted(self.nads)]
                 return 200, {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinitionList",
@@ -1301,11 +1340,24 @@ class ClusterApi:
                 if not sel.startswith("metadata.name="):
                     return 400, k8s_status(400, f"field selector {sel!r} not supported here", "BadRequest")
                 name = sel[len("metadata.name="):]
+            keep = lambda obj: not name or obj["metadata"]["name"] == name   # noqa: E731
             if watch:
-                return 200, ("watch", "nodes", int(query.get("resourceVersion") or 0), name)
+                return 200, ("watch", "nodes", int(query.get("resourceVersion") or 0), keep)
             with self.cond:
-                items = [self.nodes[n] for n in sorted(self.nodes) if not name or n == name]
+                items = [self.nodes[n] for n in sorted(self.nodes) if keep(self.nodes[n])]
                 return 200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": str(self.rv)},
+                             "items": json.loads(json.dumps(items))}
+        if method == "GET" and path == "/api/v1/pods":
+            sel = query.get("fieldSelector", "")
+            if sel and not sel.startswith("status.phase="):
+                return 400, k8s_status(400, f"field selector {sel!r} not supported here", "BadRequest")
+            phase = sel[len("status.phase="):]
+            keep = lambda obj: not phase or obj.get("status", {}).get("phase") == phase   # noqa: E731
+            if watch:
+                return 200, ("watch", "pods", int(query.get("resourceVersion") or 0), keep)
+            with self.cond:
+                items = [self.pods[k] for k in sorted(self.pods) if keep(self.pods[k])]
+                return 200, {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": str(self.rv)},
                              "items": json.loads(json.dumps(items))}
         if path.startswith("/api/v1/nodes/"):
             rest = path[len("/api/v1/nodes/"):].split("/")

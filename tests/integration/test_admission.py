@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -28,7 +27,7 @@ import time
 import unittest
 
 from cnitest import BIN, main
-from fakenode import NAD_PATH, ClusterApi, make_pki, nad_object, write_kubeconfig
+from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, nad_object, write_kubeconfig
 from jsonpatch_apply import apply_checked
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
@@ -198,13 +197,6 @@ def canonical_affinity(pod):
             t["matchExpressions"] = sorted({json.dumps(e, sort_keys=True) for e in t["matchExpressions"]})
     return out
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Webhook(unittest.TestCase):

@@ -3,10 +3,8 @@ admitted against a per-link ledger so that no master or PF is oversubscribed. Tr
 measured with real TCP transfers between namespaces the test creates."""
 import json
 import os
-import re
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 from cnitest import BIN, NetnsTestCase, main, sh

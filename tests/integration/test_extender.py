@@ -2,14 +2,12 @@
 kube-scheduler asks (POST <urlPrefix>/filter and /prioritize, ExtenderArgs with Go's field
 names), in both nodeCacheCapable modes.
 
-The stand-in API serves Nodes (each carrying a facts document as topocni.io/facts), NADs and
-pods as LIST answers, and keeps every WATCH open without events; the extender's caches are
-what the LISTs gave. Its state is set before the extender starts, or changed and the extender
-restarted. Facts documents are made by hand with the schema node-report publishes (the
+The stand-in API (fakenode.ClusterApi) serves Nodes (each carrying a facts document as
+topocni.io/facts), NADs and pending pods to LIST and WATCH; a test sets the whole cluster before
+the extender starts, or changes it and restarts the extender. Facts documents are made by hand with the schema node-report publishes (the
 publisher's own output is tested in test_publish, the equality of verdicts with ADD's in
 test_facts_eval).
 """
-import copy
 import http.client
 import json
 import os
@@ -17,15 +15,13 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import unittest
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cnitest import BIN, main
-from fakenode import make_pki, write_kubeconfig
+from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, write_kubeconfig
 
 NOW = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 OLD = "2020-01-01T00:00:00Z"
@@ -82,74 +78,13 @@ def pod(name, networks, uid=None, node_name=None, phase="Pending"):
     return p
 
 
-class StandInApi:
-    """Nodes, NADs and pods as LIST answers over HTTPS (the PKI's server certificate); WATCH
-    requests stay open and silent. Logs the paths it was asked."""
-
-    def __init__(self, pki):
-        self.state = {"nodes": [], "nads": [], "pods": []}
-        self.paths = []
-        api = self
-
-        class H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                path, _, query = self.path.partition("?")
-                api.paths.append(self.path)
-                if "watch=1" in query:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
-                    time.sleep(60)   # open and silent; the extender's SIGTERM ends it first
-                    return
-                items = {"/api/v1/nodes": "nodes", "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions": "nads",
-                         "/api/v1/pods": "pods"}.get(path)
-                if items is None:
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "7"},
-                                   "items": api.state[items]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.server.daemon_threads = True
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(os.path.join(pki, "server.crt"), os.path.join(pki, "server.key"))
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 class Extender(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="topocni-ext-")
         self.pki = make_pki(os.path.join(self.tmp, "pki"))
-        self.api = StandInApi(self.pki)
+        self.api = ClusterApi(self.pki)
         self.addCleanup(self.api.stop)
-        self.kubeconfig = write_kubeconfig(os.path.join(self.tmp, "kubeconfig"), f"https://127.0.0.1:{self.api.port}",
+        self.kubeconfig = write_kubeconfig(os.path.join(self.tmp, "kubeconfig"), self.api.url(),
                                            ca_file=os.path.join(self.pki, "ca.crt"), token="t")
         self.proc = None
 
@@ -157,7 +92,7 @@ class Extender(unittest.TestCase):
         self.stop()
         subprocess.run(["rm", "-rf", self.tmp])
 
-    def start(self, tls=True):
+    def start(self, tls=True, env=None):
         self.stop()
         self.port = free_port()
         cmd = [BIN, "scheduler-extender", "--listen", f"127.0.0.1:{self.port}", "--kubeconfig", self.kubeconfig,
@@ -167,15 +102,13 @@ class Extender(unittest.TestCase):
         self.tls = tls
         self.log = os.path.join(self.tmp, f"extender-{time.time()}.log")
         with open(self.log, "w") as err:
-            self.proc = subprocess.Popen(cmd, stderr=err)
+            self.proc = subprocess.Popen(cmd, stderr=err, env=env)
         deadline = time.time() + 20
-        want = {"nodes", "network-attachment", "pods"}
         while time.time() < deadline:
-            seen = {w for w in want if any(w in p and "watch=1" in p for p in self.api.paths)}
-            if seen == want:
+            if all(self.api.watching(p) for p in ("/api/v1/nodes", NAD_PATH, "/api/v1/pods")):
                 return self.wait_listening()
             time.sleep(0.05)
-        self.fail(f"the extender did not list and watch: {self.api.paths}")
+        self.fail(f"the extender did not list and watch: {[r['path'] for r in self.api.logged()]}")
 
     def wait_listening(self):
         deadline = time.time() + 20
@@ -203,7 +136,7 @@ class Extender(unittest.TestCase):
             self.proc.send_signal(signal.SIGTERM)
             self.assertEqual(self.proc.wait(timeout=20), 0, "SIGTERM ends the extender cleanly")
         self.proc = None
-        self.api.paths.clear()
+        self.api.forget_requests()
 
     def post(self, verb, body):
         if self.tls:
@@ -227,7 +160,7 @@ class Extender(unittest.TestCase):
         return r
 
     def cluster(self, nodes, nads, pods=()):
-        self.api.state = {"nodes": nodes, "nads": nads, "pods": list(pods)}
+        self.api.replace(nodes, nads, pods)
 
     # --- the tests ---
 
@@ -319,8 +252,32 @@ class Extender(unittest.TestCase):
         self.assertEqual(self.filter(pod("p", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
         time.sleep(1.5)   # the watches failed and are retried; the cache stays
         self.assertEqual(self.filter(pod("p", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
-        self.api = StandInApi(self.pki)   # for cleanup's stop
+        self.api = ClusterApi(self.pki)   # for cleanup's stop
         self.addCleanup(self.api.stop)
+
+    def test_an_openssl_config_on_the_node_changes_neither_the_servers_tls_nor_the_clients(self):
+        # A config that allows nothing newer than TLS 1.0, which both sides refuse: read by
+        # either (OPENSSL_CONF, or the file at the build machine's OPENSSLDIR), it would break
+        # the handshake with kube-scheduler or the LIST from the API. With a plain-HTTP API
+        # the server is the first to start OpenSSL; with an HTTPS API the client is.
+        bad = os.path.join(self.tmp, "openssl.cnf")
+        with open(bad, "w") as f:
+            f.write("openssl_conf = conf\n[conf]\nssl_conf = ssl\n[ssl]\nsystem_default = sys\n"
+                    "[sys]\nMaxProtocol = TLSv1\n")
+        for scheme in ("http", "https"):
+            with self.subTest(api=scheme):
+                self.stop()
+                self.api = ClusterApi(self.pki if scheme == "https" else None)
+                self.addCleanup(self.api.stop)
+                self.kubeconfig = write_kubeconfig(os.path.join(self.tmp, f"kubeconfig-{scheme}"), self.api.url(),
+                                                   ca_file=os.path.join(self.pki, "ca.crt"), token="t")
+                self.cluster([node("w1", doc=facts("w1"))], [sriov_nad()])
+                self.start(env=dict(os.environ, OPENSSL_CONF=bad))
+                self.assertEqual(self.filter(pod("p", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
+                ctx = ssl.create_default_context(cafile=os.path.join(self.pki, "ca.crt"))
+                with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s, \
+                        ctx.wrap_socket(s, server_hostname="127.0.0.1") as t:
+                    self.assertIn(t.version(), ("TLSv1.2", "TLSv1.3"))
 
     def test_garbage_is_refused_without_harm_and_the_server_is_bounded(self):
         self.cluster([node("w1", doc=facts("w1"))], [sriov_nad()])

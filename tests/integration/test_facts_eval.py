@@ -154,7 +154,8 @@ class OneEvaluation(PlacementCase):
         labels' source in nodeSelector's evidence (the Node object, not the file), and
         numaPolicy, which the scheduler side judges as the Topology Manager will make it
         hold (the pod's CPUs are placed with the device at admission, after scheduling)."""
-        from test_extender import StandInApi, free_port, nad
+        from fakenode import NAD_PATH, ClusterApi, free_port, write_kubeconfig
+        from test_extender import nad
         self.occupy()
         os.makedirs(os.path.join(self.kubelet, "device-plugins"))
         with open(os.path.join(self.kubelet, "device-plugins", "kubelet_internal_checkpoint"), "w") as f:
@@ -167,12 +168,11 @@ class OneEvaluation(PlacementCase):
             resource = {VF0: "intel.com/pf0", VF1: "intel.com/pf1"}.get(conf.get("deviceID"))
             c = {k: v for k, v in conf.items() if k != "deviceID"}   # Multus adds it at ADD
             nads.append(nad(f"row-{i}", c, resource))
-        api = StandInApi(self.pki())
+        api = ClusterApi(self.pki())
         self.addCleanup(api.stop)
-        api.state = {"nodes": [], "nads": nads, "pods": []}
+        api.replace(nads=nads)
         kc = os.path.join(self.outside_dir(), "ext.kubeconfig")
-        from fakenode import write_kubeconfig
-        write_kubeconfig(kc, f"https://127.0.0.1:{api.port}", ca_file=os.path.join(self.pki(), "ca.crt"), token="t")
+        write_kubeconfig(kc, api.url(), ca_file=os.path.join(self.pki(), "ca.crt"), token="t")
         port = free_port()
         log = os.path.join(self.outside_dir(), "extender.log")
         with open(log, "w") as err:
@@ -180,7 +180,7 @@ class OneEvaluation(PlacementCase):
                                    stderr=err)
         self.addCleanup(lambda: (ext.poll() is None and ext.terminate(), ext.wait()))
         deadline = time.time() + 20
-        while not any("network-attachment" in p and "watch=1" in p for p in api.paths) or not self.listening(port):
+        while not api.watching(NAD_PATH) or not self.listening(port):
             self.assertLess(time.time(), deadline, "the extender did not start")
             time.sleep(0.05)
         compared = set()

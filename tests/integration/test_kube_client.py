@@ -16,7 +16,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import unittest
 
 from cnitest import BIN, NetnsTestCase, main
 from fakenode import (FakeApiServer, b64file, expired_continue, k8s_status, make_pki, node_object,

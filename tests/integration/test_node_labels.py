@@ -13,7 +13,6 @@ import struct
 import subprocess
 import tempfile
 import time
-import unittest
 
 from cnitest import BIN, NetnsTestCase, Outcome, main, snapshot_files
 from fakenode import FakeApiServer, b64file, k8s_status, make_pki, write_kubeconfig

@@ -1,7 +1,6 @@
 """The operator CLI and the logs, run as an operator would."""
 import json
 import os
-import re
 import subprocess
 
 from cnitest import BIN, NetnsTestCase, main, sh

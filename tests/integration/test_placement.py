@@ -15,7 +15,7 @@ import shutil
 import stat
 import tempfile
 
-from cnitest import BOOKKEEPING, NetnsTestCase, REF_DIR, main, sh
+from cnitest import NetnsTestCase, REF_DIR, main, sh
 from fakenode import FakeApiServer, FakeSysfs, b64file, cpu_manager_state, make_pki, write_kubeconfig
 
 POD0 = "a0d9c3f4-0000-4000-8000-00000000000a"      # exclusive CPUs 2-3: NUMA node 0

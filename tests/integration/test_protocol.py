@@ -1,7 +1,5 @@
 """The CNI protocol as a runtime sees it: environment, stdin, stdout, codes, versions."""
-import json
 import time
-import os
 
 from cnitest import ALL_VERSIONS, REF_DIR, NetnsTestCase, main, sh
 

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import unittest
 
 from cnitest import BIN, NetnsTestCase, main, sh
 from fakenode import FakeApiServer, FakeSysfs as NodeSysfs, b64file, k8s_status, make_pki, write_kubeconfig

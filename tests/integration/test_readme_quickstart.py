@@ -3,9 +3,7 @@ for word, typos are named, empty answers are errors, messages point at what to d
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 
 from cnitest import BIN, NetnsTestCase, main, sh
 

@@ -11,7 +11,6 @@ is always stopped with SIGTERM (it must exit 0).
 """
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess

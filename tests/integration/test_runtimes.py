@@ -9,10 +9,8 @@ import io
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tarfile
-import time
 import unittest
 
 from cnitest import BIN, NetnsTestCase, main, sh

@@ -1,7 +1,4 @@
 """veth attachment end to end: ADD, look inside, ping, CHECK, DEL, DEL again, nothing left."""
-import json
-import os
-import subprocess
 import concurrent.futures
 
 from cnitest import NetnsTestCase, main, sh
