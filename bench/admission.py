@@ -14,7 +14,6 @@ quietly. The webhook serves TLS with a throw-away certificate for 127.0.0.1. Onl
 rates are reported; nothing is asserted but that every answer is well formed: allowed, the
 request's uid, and a non-empty JSONPatch for the 3-NAD pod (none for the fast path).
 """
-import argparse
 import base64
 import http.client
 import json
@@ -23,11 +22,10 @@ import os
 import shutil
 import ssl
 import subprocess
-import sys
 import tempfile
 import time
 
-from standin import free_port, memory, percentile, start_api, stop
+from standin import bench_main, free_port, memory, percentile, start_api, stop
 
 NAD_PATH = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions"
 
@@ -322,28 +320,10 @@ def markdown(res):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--topocni", required=True)
-    ap.add_argument("--requests", type=int, default=2000)
-    ap.add_argument("--warmup", type=int, default=200)
-    ap.add_argument("--clients", type=int, default=4)
-    ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out")
-    args = ap.parse_args()
-    if args.quick:
+    def quick(args):
         args.requests, args.warmup, args.seconds = 20, 3, 1
-    res = run(args)
-    text = json.dumps(res, indent=2)
-    print(text)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "admission.json"), "w") as f:
-            f.write(text + "\n")
-        with open(os.path.join(args.out, "admission.md"), "w") as f:
-            f.write(markdown(res))
-    bad = sum(v.get("errors", 0) for v in res.values() if isinstance(v, dict))
-    sys.exit(1 if bad or res.get("exit_status") != 0 else 0)
+    bench_main("admission", {"--requests": 2000, "--warmup": 200, "--clients": 4, "--seconds": 10.0}, quick, run,
+               markdown)
 
 
 if __name__ == "__main__":

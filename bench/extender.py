@@ -14,19 +14,17 @@ but that every answer is well formed and every node fits. The Node-objects filte
 timed from curl (where installed): Python's client spends its own CPU on 11 MB each way, on
 the same cores as the server.
 """
-import argparse
 import http.client
 import json
 import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-from standin import free_port, memory, percentile, start_api, stop
+from standin import bench_main, free_port, memory, percentile, start_api, stop
 
 
 def facts(name, i):
@@ -226,23 +224,9 @@ def run(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--topocni", required=True)
-    ap.add_argument("--nodes", type=int, default=5000)
-    ap.add_argument("--requests", type=int, default=200)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out")
-    args = ap.parse_args()
-    if args.quick:
+    def quick(args):
         args.nodes, args.requests = 200, 6
-    res = run(args)
-    text = json.dumps(res, indent=2)
-    print(text)
-    if args.out:
-        with open(os.path.join(args.out, "extender.json"), "w") as f:
-            f.write(text + "\n")
-    bad = sum(v.get("errors", 0) for v in res.values() if isinstance(v, dict))
-    sys.exit(1 if bad else 0)
+    bench_main("extender", {"--nodes": 5000, "--requests": 200}, quick, run)
 
 
 if __name__ == "__main__":
