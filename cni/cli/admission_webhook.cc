@@ -114,10 +114,13 @@ void add_admission_webhook(CLI::App& app, int& status) {
                                    "Serve a mutating admission webhook: pods' topocni networks become requests and node affinity");
     add_service_flags(cmd, o->service, "PEM certificate chain (the API server calls webhooks over HTTPS only)",
                       "seconds per API request (a NAD not cached yet)");
+    cmd->add_option("--kubeconfig", o->service.kubeconfig,
+                    "kubeconfig (default: the pod's service account, else topocni's or Multus's on the node)");
     cmd->add_option("--path", o->path, "the path the webhook configuration calls")->capture_default_str();
     cmd->footer("Example:\n  topocni admission-webhook --listen 0.0.0.0:8443 --tls-cert tls.crt --tls-key tls.key\n"
                 "See examples/admission-webhook.yaml and the README's admission webhook section.");
     cmd->callback([o, &status] {
+        handle_stop_signals();
         base::log::configure("info", "");
         // A NAD not cached yet is read from the API inside the handler: one thread per
         // connection, so that a caller waiting on that read never holds up the others.

@@ -1,5 +1,5 @@
 // Which kubeconfig a long-running subcommand (node-report --publish, refusal-agent,
-// scheduler-extender, admission-webhook) uses:
+// admission-webhook) uses:
 // --kubeconfig, else the pod's own service account (in-cluster), else topocni's, else
 // Multus's.
 #pragma once

@@ -21,7 +21,6 @@ void add_service_flags(CLI::App* cmd, ServiceFlags& f, const std::string& tls_ce
     cmd->add_option("--listen", f.server.listen, "address:port to listen on ([v6]:port for IPv6)")->capture_default_str();
     cmd->add_option("--tls-cert", f.server.tls_cert, tls_cert_help);
     cmd->add_option("--tls-key", f.server.tls_key, "PEM private key");
-    cmd->add_option("--kubeconfig", f.kubeconfig, "kubeconfig (default: the pod's service account)");
     cmd->add_option("--max-body", f.server.max_body, "bytes: a bigger request is refused (413)")->capture_default_str();
     cmd->add_option("--max-connections", f.server.max_connections, "connections served at once (one more: 503)")
         ->check(CLI::Range(1, 256))
@@ -29,12 +28,15 @@ void add_service_flags(CLI::App* cmd, ServiceFlags& f, const std::string& tls_ce
     cmd->add_option("--api-timeout", f.api_timeout, api_timeout_help)->capture_default_str();
 }
 
-void run_service(const ServiceFlags& f, const kube::Kubeconfig& kc, const std::string& name,
-                 std::vector<Watch> watches, const kube::server::Handler& handler) {
+void handle_stop_signals() {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     ::sigaction(SIGTERM, &sa, nullptr);
     ::sigaction(SIGINT, &sa, nullptr);
+}
+
+void run_service(const ServiceFlags& f, const kube::Kubeconfig& kc, const std::string& name,
+                 std::vector<Watch> watches, const kube::server::Handler& handler) {
     auto stop = [] { return g_stop.load(); };
     std::vector<std::thread> loops;
     for (auto& w : watches) {

@@ -25,10 +25,14 @@ struct ServiceFlags {
     }
 };
 
-/// --listen, --tls-cert, --tls-key, --kubeconfig, --max-body, --max-connections and
-/// --api-timeout, with the defaults already in `f`.
+/// --listen, --tls-cert, --tls-key, --max-body, --max-connections and --api-timeout, with
+/// the defaults already in `f`. (--kubeconfig is each command's: their defaults differ.)
 void add_service_flags(CLI::App* cmd, ServiceFlags& f, const std::string& tls_cert_help,
                        const std::string& api_timeout_help);
+
+/// SIGTERM and SIGINT stop the service from now on (first thing in a subcommand's callback:
+/// a SIGTERM while it reads its kubeconfig still ends it with status 0).
+void handle_stop_signals();
 
 /// One resource kept by LIST+WATCH: `path` is the collection's URL path (and query).
 struct Watch {
@@ -36,7 +40,7 @@ struct Watch {
     kube::ReflectorHandlers handlers;   ///< `trouble` may be left empty: logged as "<resource>: <what>"
 };
 
-/// Serves `handler` until SIGTERM or SIGINT, each watch on its own thread and API client
+/// Serves `handler` until SIGTERM or SIGINT (after handle_stop_signals()), each watch on its own thread and API client
 /// meanwhile; logs "<name> listening on port N" and "<name> stopped". Throws what the
 /// server throws (a port in use, a bad certificate), after stopping the watches.
 void run_service(const ServiceFlags& f, const kube::Kubeconfig& kc, const std::string& name,

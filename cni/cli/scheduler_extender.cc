@@ -7,10 +7,11 @@
 #include <malloc.h>
 
 #include "base/log.h"
-#include "cni/cli/api_credentials.h"
 #include "cni/cli/cli.h"
 #include "cni/cli/cluster_service.h"
 #include "cni/cluster/extender.h"
+#include "cni/error.h"
+#include "kube/kubeconfig.h"
 
 namespace cni::cli {
 
@@ -20,6 +21,15 @@ struct ExtenderFlags {
     ServiceFlags service;
     cluster::ExtenderOptions ext;
 };
+
+/// --kubeconfig, else the pod's service account; not the node's kubeconfigs that
+/// pick_kubeconfig falls back to: their role has no list or watch on pods, and the pending
+/// pods' watch would fail for ever while the extender looked healthy.
+kube::Kubeconfig kubeconfig_of(const std::string& path) {
+    if (!path.empty()) return kube::load_kubeconfig(path);
+    if (auto in = kube::in_cluster_config()) return *in;
+    throw Error(kInvalidConfig, "no kubeconfig: not in a pod; pass --kubeconfig");
+}
 
 /// A LIST+WATCH loop feeding one of the extender's caches.
 Watch watch(cluster::Extender& ext, std::string path, std::string resource,
@@ -40,6 +50,7 @@ void add_scheduler_extender(CLI::App& app, int& status) {
     auto* cmd = app.add_subcommand("scheduler-extender",
                                    "Serve kube-scheduler's extender verbs: filter and prioritize nodes by topocni's networks");
     add_service_flags(cmd, o->service, "PEM certificate chain (with --tls-key: HTTPS)", "seconds per API request");
+    cmd->add_option("--kubeconfig", o->service.kubeconfig, "kubeconfig (default: the pod's service account)");
     cmd->add_option("--url-prefix", o->ext.url_prefix, "path before /filter and /prioritize, as urlPrefix's path");
     cmd->add_option("--max-facts-age", o->ext.judge.max_facts_age,
                     "seconds: older published facts count as none (the NAD's unknownTopology decides)")
@@ -55,6 +66,7 @@ void add_scheduler_extender(CLI::App& app, int& status) {
     cmd->footer("Example:\n  topocni scheduler-extender --listen 0.0.0.0:8443 --tls-cert tls.crt --tls-key tls.key "
                 "--url-prefix /scheduler\nSee examples/scheduler-extender.yaml and the README's scheduler extender section.");
     cmd->callback([o, &status] {
+        handle_stop_signals();
         base::log::configure("info", "");
         // A request with full Nodes is an 11 MB block (5,000 nodes). By default glibc gives
         // each worker thread an arena that keeps such blocks once freed (740 MiB peak), or,
@@ -66,7 +78,7 @@ void add_scheduler_extender(CLI::App& app, int& status) {
         ::mallopt(M_ARENA_MAX, 1);
         ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
         ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
-        kube::Kubeconfig kc = pick_kubeconfig(o->service.kubeconfig, !o->service.kubeconfig.empty());
+        kube::Kubeconfig kc = kubeconfig_of(o->service.kubeconfig);
         cluster::Extender ext(o->ext);
         std::vector<Watch> watches{
             watch(ext, "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions", "network-attachment-definitions",

@@ -1111,7 +1111,7 @@ class ClusterApi:
         self.cond = threading.Condition()
         self.rv = 100
         self.nads, self.nodes, self.pods = {}, {}, {}
-        self.history = []        # (rv, "nads" | "nodes" | "pods", type, object)
+        self.history = []        # (rv, "nads" | "nodes" | "pods", type, object, the object before or None)
         self.requests = []
         self.failing = {}        # path prefix -> status
         self.stopping = False
@@ -1190,11 +1190,22 @@ class ClusterApi:
                             api.cond.wait(0.2)
                         fresh, seen = api.history[seen:], len(api.history)
                         stopping = api.stopping
-                    for rv, k, typ, obj in fresh:
-                        if k != kind or rv <= from_rv or not keep(obj):
+                    for rv, k, typ, obj, old in fresh:
+                        if k != kind or rv <= from_rv:
                             continue
-                        line = json.dumps({"type": typ, "object": obj}, separators=(",", ":")).encode() + b"\n"
-                        self.chunk(line)
+                        # As the API server's watch cache does for a selector: an object that
+                        # comes to match is ADDED, one that stops matching is DELETED (its last
+                        # matching content, at the event's resourceVersion).
+                        now = typ != "DELETED" and keep(obj)
+                        was = old is not None and keep(old)
+                        if now:
+                            event = {"type": "MODIFIED" if was else "ADDED", "object": obj}
+                        elif was:
+                            gone = dict(old, metadata=dict(old["metadata"], resourceVersion=str(rv)))
+                            event = {"type": "DELETED", "object": gone}
+                        else:
+                            continue
+                        self.chunk(json.dumps(event, separators=(",", ":")).encode() + b"\n")
                     if stopping or time.monotonic() > end:
                         break
                     r, _, _ = select.select([self.connection], [], [], 0)
@@ -1229,20 +1240,24 @@ class ClusterApi:
         return f"{self.scheme}://{self.host}:{self.port}"
 
     # --- what a test changes ---
-    def _changed(self, kind, typ, obj):
-        """Under the lock: a new resourceVersion on `obj`, and its event."""
+    def _changed(self, kind, typ, obj, old=None):
+        """Under the lock: a new resourceVersion on `obj`, and its event; `old` is the version
+        it replaces (a DELETED event's is the object itself)."""
         self.rv += 1
+        if typ == "DELETED":
+            old = obj
         obj["metadata"]["resourceVersion"] = str(self.rv)
-        self.history.append((self.rv, kind, typ, json.loads(json.dumps(obj))))
+        self.history.append((self.rv, kind, typ, json.loads(json.dumps(obj)),
+                             json.loads(json.dumps(old)) if old is not None else None))
         self.cond.notify_all()
 
     def put_nad(self, nad):
         with self.cond:
             nad = json.loads(json.dumps(nad))
             key = f"{nad['metadata']['namespace']}/{nad['metadata']['name']}"
-            typ = "MODIFIED" if key in self.nads else "ADDED"
+            old = self.nads.get(key)
             self.nads[key] = nad
-            self._changed("nads", typ, nad)
+            self._changed("nads", "MODIFIED" if old else "ADDED", nad, old)
 
     def delete_nad(self, namespace, name):
         with self.cond:
@@ -1254,17 +1269,17 @@ class ClusterApi:
         with self.cond:
             node = json.loads(json.dumps(node))
             name = node["metadata"]["name"]
-            typ = "MODIFIED" if name in self.nodes else "ADDED"
+            old = self.nodes.get(name)
             self.nodes[name] = node
-            self._changed("nodes", typ, node)
+            self._changed("nodes", "MODIFIED" if old else "ADDED", node, old)
 
     def put_pod(self, pod):
         with self.cond:
             pod = json.loads(json.dumps(pod))
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-            typ = "MODIFIED" if key in self.pods else "ADDED"
+            old = self.pods.get(key)
             self.pods[key] = pod
-            self._changed("pods", typ, pod)
+            self._changed("pods", "MODIFIED" if old else "ADDED", pod, old)
 
     def replace(self, nodes=(), nads=(), pods=()):
         """The cluster becomes exactly these objects: what is not among them is DELETED."""
@@ -1278,9 +1293,9 @@ class ClusterApi:
                     self._changed(kind, "DELETED", have.pop(k))
                 for o in new:
                     o = json.loads(json.dumps(o))
-                    typ = "MODIFIED" if key(o) in have else "ADDED"
+                    old = have.get(key(o))
                     have[key(o)] = o
-                    self._changed(kind, typ, o)
+                    self._changed(kind, "MODIFIED" if old else "ADDED", o, old)
 
     def node(self, name):
         with self.cond:
@@ -1392,7 +1407,7 @@ class ClusterApi:
             return 415, k8s_status(415, f"{media} is not accepted for nodes/{sub}", "UnsupportedMediaType")
         name = node["metadata"]["name"]
         self.nodes[name] = new
-        self._changed("nodes", "MODIFIED", new)
+        self._changed("nodes", "MODIFIED", new, node)
         return 200, json.loads(json.dumps(new))
 
     def stop(self):

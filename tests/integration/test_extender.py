@@ -179,7 +179,10 @@ class Extender(unittest.TestCase):
         names = [n["metadata"]["name"] for n in nodes]
         for mode in ("names", "objects"):
             with self.subTest(mode=mode):
-                r = self.filter(p, names=names) if mode == "names" else self.filter(p, objects=nodes)
+                # Node objects as kube-scheduler's informer holds them: the API's, resourceVersions
+                # and all (the extender takes a Node it has cached at that version from its cache).
+                r = self.filter(p, names=names) if mode == "names" else \
+                    self.filter(p, objects=[self.api.node(n) for n in names])
                 passed = r["NodeNames"] if mode == "names" else [n["metadata"]["name"] for n in r["Nodes"]["items"]]
                 self.assertEqual(passed, ["fits"])
                 if mode == "names":
