@@ -1251,13 +1251,25 @@ class ClusterApi:
                              json.loads(json.dumps(old)) if old is not None else None))
         self.cond.notify_all()
 
+    def _store(self, kind):
+        return {"nodes": self.nodes, "nads": self.nads, "pods": self.pods}[kind]
+
+    @staticmethod
+    def _key(kind, obj):
+        md = obj["metadata"]
+        return md["name"] if kind == "nodes" else f"{md['namespace']}/{md['name']}"
+
+    def _put(self, kind, obj):
+        """Under the lock: a copy of `obj` made, or replacing the one of its key, and its event."""
+        obj = json.loads(json.dumps(obj))
+        store, key = self._store(kind), self._key(kind, obj)
+        old = store.get(key)
+        store[key] = obj
+        self._changed(kind, "MODIFIED" if old else "ADDED", obj, old)
+
     def put_nad(self, nad):
         with self.cond:
-            nad = json.loads(json.dumps(nad))
-            key = f"{nad['metadata']['namespace']}/{nad['metadata']['name']}"
-            old = self.nads.get(key)
-            self.nads[key] = nad
-            self._changed("nads", "MODIFIED" if old else "ADDED", nad, old)
+            self._put("nads", nad)
 
     def delete_nad(self, namespace, name):
         with self.cond:
@@ -1267,35 +1279,22 @@ class ClusterApi:
     def put_node(self, node):
         """A Node made or replaced as a whole (kubelet re-registering: a recreated Node)."""
         with self.cond:
-            node = json.loads(json.dumps(node))
-            name = node["metadata"]["name"]
-            old = self.nodes.get(name)
-            self.nodes[name] = node
-            self._changed("nodes", "MODIFIED" if old else "ADDED", node, old)
+            self._put("nodes", node)
 
     def put_pod(self, pod):
         with self.cond:
-            pod = json.loads(json.dumps(pod))
-            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-            old = self.pods.get(key)
-            self.pods[key] = pod
-            self._changed("pods", "MODIFIED" if old else "ADDED", pod, old)
+            self._put("pods", pod)
 
     def replace(self, nodes=(), nads=(), pods=()):
         """The cluster becomes exactly these objects: what is not among them is DELETED."""
         with self.cond:
-            for kind, have, new, key in (
-                    ("nodes", self.nodes, nodes, lambda o: o["metadata"]["name"]),
-                    ("nads", self.nads, nads, lambda o: f"{o['metadata']['namespace']}/{o['metadata']['name']}"),
-                    ("pods", self.pods, pods, lambda o: f"{o['metadata']['namespace']}/{o['metadata']['name']}")):
-                keep = {key(o) for o in new}
-                for k in [k for k in have if k not in keep]:
-                    self._changed(kind, "DELETED", have.pop(k))
+            for kind, new in (("nodes", nodes), ("nads", nads), ("pods", pods)):
+                store = self._store(kind)
+                keep = {self._key(kind, o) for o in new}
+                for k in [k for k in store if k not in keep]:
+                    self._changed(kind, "DELETED", store.pop(k))
                 for o in new:
-                    o = json.loads(json.dumps(o))
-                    old = have.get(key(o))
-                    have[key(o)] = o
-                    self._changed(kind, "MODIFIED" if old else "ADDED", o, old)
+                    self._put(kind, o)
 
     def node(self, name):
         with self.cond:
