@@ -16,7 +16,7 @@ from fakenode import ClusterApi, free_port, write_kubeconfig  # noqa: E402,F401 
 
 def start_api(tmp, nodes=(), nads=(), pods=()):
     """The stand-in API holding these objects, and a kubeconfig (token auth) that names it."""
-    api = ClusterApi(None)
+    api = ClusterApi(None, token="bench")
     api.replace(nodes, nads, pods)
     return api, write_kubeconfig(os.path.join(tmp, "kubeconfig"), api.url(), token="bench")
 

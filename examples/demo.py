@@ -151,7 +151,7 @@ def scheduler_side():
     nad = {"metadata": {"name": "sriov-net", "namespace": "default"},
            "spec": {"config": json.dumps(conf)}}
     from fakenode import ClusterApi, free_port, write_kubeconfig
-    api = ClusterApi(None)   # a stand-in API on loopback, plain HTTP
+    api = ClusterApi(None, token="demo")   # a stand-in API on loopback, plain HTTP
     api.replace(nodes, [nad])
     kc = write_kubeconfig(os.path.join(tmp, "kubeconfig"), api.url(), token="demo")
     port = free_port()
@@ -203,7 +203,7 @@ def own_books():
     from jsonpatch_apply import apply_patch
 
     pki = make_pki(os.path.join(tmp, "pki"))
-    api = ClusterApi(pki, netns=node)
+    api = ClusterApi(pki, netns=node, token="demo")
     procs = []
     try:
         api.put_node({"apiVersion": "v1", "kind": "Node",

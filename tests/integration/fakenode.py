@@ -14,6 +14,7 @@ import argparse
 import base64
 import json
 import os
+import re
 import select
 import ssl
 import subprocess
@@ -1085,6 +1086,110 @@ def nad_object(name, config, namespace="default", resource=None, resource_versio
             "spec": {"config": config if isinstance(config, str) else json.dumps(config)}}
 
 
+# --- ClusterApi's authentication and nodes/status validation, as the API server's ---
+
+DEFAULT_TOKEN = "t"   # the token ClusterApi accepts when a test names none (test_extender's kubeconfigs carry it)
+
+# The API server's answer to a request it cannot authenticate: no token, or one it does not know
+# (apiserver pkg/endpoints/filters/authentication.go: Unauthorized -> apierrors.NewUnauthorized("Unauthorized")).
+UNAUTHORIZED = k8s_status(401, "Unauthorized", "Unauthorized")
+
+
+def bearer_token(header):
+    """The token of an `Authorization: Bearer <token>` header, else None."""
+    scheme, _, token = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+# apimachinery pkg/util/validation/validation.go: IsQualifiedName.
+_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def is_qualified_name(value):
+    prefix, slash, name = value.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return False
+    if value.count("/") > 1:
+        return False
+    return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
+
+
+def is_extended_resource_name(name):
+    """kubernetes pkg/apis/core/helper/helpers.go IsExtendedResourceName: not native (it has a
+    domain, not *kubernetes.io/), not "requests."-prefixed, and "requests.<name>" is a
+    qualified name."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return not native and not name.startswith("requests.") and is_qualified_name("requests." + name)
+
+
+# helpers.go integerResources: the standard resources counted in whole units.
+_INTEGER_RESOURCES = {"pods", "quotas", "services", "replicationcontrollers", "secrets", "configmaps",
+                      "persistentvolumeclaims", "services.nodeports", "services.loadbalancers"}
+
+# apimachinery pkg/api/resource/quantity.go: the serialization format of a Quantity.
+_QUANTITY = re.compile(r"^([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+                       r"(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
+_SUFFIX = {"": 0, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+
+
+def parse_quantity(value):
+    """A Quantity's value (Decimal), or None when `value` is not one. JSON numbers are taken as
+    their text, as Quantity.UnmarshalJSON does."""
+    from decimal import Decimal
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    m = _QUANTITY.match(str(value).strip())
+    if not m:
+        return None
+    sign, number, suffix = m.group(1), m.group(2), m.group(3) or ""
+    amount = Decimal(number) * (-1 if sign == "-" else 1)
+    if suffix in _BINARY:
+        return amount * (2 ** _BINARY[suffix])
+    if suffix[:1] in ("e", "E"):
+        return amount.scaleb(int(suffix[1:]))
+    return amount.scaleb(_SUFFIX[suffix])
+
+
+def status_errors(status):
+    """What the API server refuses in a Node's status.capacity and status.allocatable
+    (kubernetes pkg/apis/core/validation/validation.go ValidateNodeResources, with
+    ValidateResourceQuantityValue): a value that is not a quantity (the patched object does
+    not decode), a negative one, and one that is not whole for an integer resource (an
+    extended resource name or a standard count). It judges no name by itself: a name that is
+    not an extended resource name is stored, and a pod could never request it.
+    [(field, value, message)], empty when the status is valid."""
+    import math
+    errors = []
+    for kind in ("capacity", "allocatable"):
+        for name, value in (status.get(kind) or {}).items():
+            field = f"status.{kind}.{name}"
+            q = parse_quantity(value)
+            if q is None:
+                errors.append((field, value, "quantities must match the regular expression "
+                                             "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
+                continue
+            if q < 0:
+                errors.append((field, value, "must be greater than or equal to 0"))
+            # MilliValue() rounds up; a whole number of units is a multiple of 1000 milli.
+            if (name in _INTEGER_RESOURCES or is_extended_resource_name(name)) and math.ceil(q * 1000) % 1000:
+                errors.append((field, value, "must be an integer"))
+    return errors
+
+
+def invalid_status(kind, name, errors):
+    """The 422 Status of apierrors.NewInvalid: one cause per field error."""
+    causes = [{"reason": "FieldValueInvalid", "message": f"Invalid value: {json.dumps(v)}: {msg}", "field": f}
+              for f, v, msg in errors]
+    body = k8s_status(422, f'{kind} "{name}" is invalid: ' +
+                      ", ".join(f"{c['field']}: {c['message']}" for c in causes), "Invalid")
+    body["details"] = {"name": name, "kind": kind, "causes": causes}
+    return body
+
+
 class ClusterApi:
     """An HTTPS API server in this process (HTTP/1.1, keep-alive) with NADs and Nodes that
     a test changes while clients watch, the way the API server does:
@@ -1105,9 +1210,16 @@ class ClusterApi:
     starts with `prefix` get that status and a Status object. With `netns`, it listens on
     that netns's loopback (socket_in_netns); with `pki` None it speaks plain HTTP (the
     bench and the demo); stop() also closes every open connection.
+
+    Authentication, as the API server's: every request must carry `Authorization: Bearer
+    <token>` with `token` (one token or a list of them; the one the test's kubeconfig
+    gives the binary), else 401 with the Status the API server sends, before anything else
+    is looked at. Each logged request says which token it carried ("token", None for none).
+    Validation of a nodes/status PATCH, as the API server's (status_errors below).
     """
 
-    def __init__(self, pki, netns=None, host="127.0.0.1"):
+    def __init__(self, pki, netns=None, host="127.0.0.1", token=DEFAULT_TOKEN):
+        self.tokens = {token} if isinstance(token, str) else set(token)
         self.cond = threading.Condition()
         self.rv = 100
         self.nads, self.nodes, self.pods = {}, {}, {}
@@ -1161,9 +1273,13 @@ class ClusterApi:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
-                entry = {"method": self.command, "path": path, "query": query,
+                token = bearer_token(self.headers.get("Authorization"))
+                entry = {"method": self.command, "path": path, "query": query, "token": token,
                          "contentType": self.headers.get("Content-Type"), "body": body, "at": time.time()}
-                status, answer = api.route(self.command, path, query, self.headers.get("Content-Type"), body)
+                if token in api.tokens:
+                    status, answer = api.route(self.command, path, query, self.headers.get("Content-Type"), body)
+                else:   # authentication comes first in the API server's handler chain
+                    status, answer = 401, UNAUTHORIZED
                 entry["status"] = status
                 with api.cond:
                     api.requests.append(entry)
@@ -1398,10 +1514,9 @@ class ClusterApi:
                 return 422, k8s_status(422, f"the JSON patch does not apply: {e}", "Invalid")
             new = json.loads(json.dumps(node))
             new["status"] = patched.get("status", {})
-            for kind in ("capacity", "allocatable"):
-                for k, v in (new["status"].get(kind) or {}).items():
-                    if not isinstance(v, str):
-                        return 422, k8s_status(422, f"status.{kind}.{k}: a quantity is a string", "Invalid")
+            errors = status_errors(new["status"])
+            if errors:
+                return 422, invalid_status("Node", node["metadata"]["name"], errors)
         else:
             return 415, k8s_status(415, f"{media} is not accepted for nodes/{sub}", "UnsupportedMediaType")
         name = node["metadata"]["name"]

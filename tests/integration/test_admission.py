@@ -204,7 +204,7 @@ class Webhook(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="topocni-adm-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.pki = make_pki(os.path.join(self.tmp, "pki"))
-        self.api = ClusterApi(self.pki)
+        self.api = ClusterApi(self.pki, token="webhook-token")
         self.addCleanup(self.api.stop)
         for n in all_nads():
             self.api.put_nad(n)

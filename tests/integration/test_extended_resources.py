@@ -105,7 +105,7 @@ class BooksCase(NetnsTestCase):
         self.kubelet = os.path.join(self.tmp, "kubelet")
         os.makedirs(self.kubelet)
         self.pki = make_pki(os.path.join(self.fixture, "pki"))
-        self.api = ClusterApi(self.pki, netns=self.node)
+        self.api = ClusterApi(self.pki, netns=self.node, token="node-token")
         self.api.put_node(node_object())
         self.kubeconfig = write_kubeconfig(os.path.join(self.fixture, "kubeconfig"), self.api.url(),
                                            ca_file=os.path.join(self.pki, "ca.crt"), token="node-token")
