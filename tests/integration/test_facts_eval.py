@@ -6,11 +6,14 @@ The node is test_placement's fake node (two NUMA nodes, two SR-IOV PFs with VFs,
 macvlan masters that are real veths) with some of it already in use: a macvlan on the
 first master, a VF of the first PF held by a state record, reservations in a small pool
 and bandwidth committed on the first master. A table of configs covers every constraint
-kind, each passing and failing, on each device kind. For each: the document is taken, both
-explains run (live and on the document) and must print the same lines, then the ADD runs:
-refused (code 100) exactly when a constraint fails, with the failing constraints' evidence
-as `details`, word for word; an admitted ADD is deleted again, so every row sees the same
-node.
+kind, each passing and failing, on each device kind, and each row states by itself which
+constraints must fail on this node (none: it must pass), from the node's make-up and the
+README's rules, not from any evaluation. For each: the document is taken, both explains run
+(live and on the document) and must print the same lines, failing exactly the row's
+constraints, then the ADD runs: refused (code 100) exactly when the row must fail, naming
+those constraints, with explain's evidence as `details`, word for word; an admitted ADD is
+deleted again, so every row sees the same node. The extender judges the same rows against
+the same expectations.
 """
 import http.client
 import json
@@ -21,6 +24,8 @@ import time
 
 from cnitest import BIN, main
 from test_placement import PF0, PF1, POD0, POD1, VF0, VF0B, VF0C, VF1, PlacementCase, pod_args
+
+UNPLACED = "e4d9c3f4-0000-4000-8000-00000000000e"   # a pod cpu_manager_state has no entry for
 
 
 class OneEvaluation(PlacementCase):
@@ -71,40 +76,61 @@ class OneEvaluation(PlacementCase):
         c["ipam"]["ranges"] = [[{"subnet": "10.79.0.0/29"}]]
         return c
 
+    # The constraint names a row must fail, by the node's facts and the README's rules; () passes.
+    NUMA = ("topology.numaPolicy",)
+    SPEED = ("topology.minLinkSpeedMbps",)
+
     def rows(self):
+        """(what, config, pod UID, the constraints that must fail). What the node holds once
+        occupy() ran: master0 (NUMA 0, 25 Gb/s) with one macvlan and 4 of its 5 Gb/s committed,
+        master1 (NUMA 1, 10 Gb/s) with two macvlans drawing 2 of the small pool's 5 addresses,
+        PF0 (NUMA 0, 25 Gb/s) with VF0C held, PF1 (NUMA 1, 10 Gb/s); POD0's CPUs on NUMA 0,
+        POD1's on NUMA 1, UNPLACED has none; labels zone=a, cores=16."""
         m0, m1 = self.master0, self.master1
-        yield "selector matches", self.pconf(nodeSelector={"example.com/zone": "a"}), POD0
+        yield "selector matches", self.pconf(nodeSelector={"example.com/zone": "a"}), POD0, ()
         yield "selector fails", self.pconf(nodeSelector={"matchExpressions": [
             {"key": "example.com/cores", "operator": "Lt", "values": ["8"]},
-            {"key": "example.com/zone", "operator": "NotIn", "values": ["a"]}]}), POD0
+            {"key": "example.com/zone", "operator": "NotIn", "values": ["a"]}]}), POD0, ("nodeSelector",)
         for policy in ("single-numa-node", "restricted", "best-effort"):
-            for master, uid in ((m0, POD0), (m1, POD0), (m0, "e4d9c3f4-0000-4000-8000-00000000000e")):
+            # POD0's CPUs are on NUMA 0: a device on NUMA 1 breaks every policy but best-effort
+            # (a warning); a pod without exclusive CPUs is unknown, and unknownTopology allows it.
+            across = () if policy == "best-effort" else self.NUMA
+            for master, uid, fails in ((m0, POD0, ()), (m1, POD0, across), (m0, UNPLACED, ())):
                 yield f"macvlan numaPolicy {policy} on {master}", self.pconf(
-                    master=master, topology={"numaPolicy": policy}), uid
-            for vf in (VF0, VF1):
-                yield f"VF numaPolicy {policy} on {vf}", self.vconf(vf, topology={"numaPolicy": policy}), POD0
-        for n in (0, 1):
-            yield f"macvlan numaNode {n}", self.pconf(master=m1, topology={"numaNode": n}), POD1
-            yield f"VF numaNode {n}", self.vconf(VF1, topology={"numaNode": n}), POD1
-        for speed in (10000, 25000):
-            yield f"macvlan speed {speed}", self.pconf(master=m1, topology={"minLinkSpeedMbps": speed}), POD0
-            yield f"VF speed {speed}", self.vconf(VF1, topology={"minLinkSpeedMbps": speed}), POD0
-        for n in (1, 2):
-            yield f"macvlan attachments {n}", self.pconf(topology={"maxAttachmentsPerMaster": n}), POD0
-            yield f"VF attachments {n}", self.vconf(VF0, topology={"maxAttachmentsPerMaster": n}), POD0
-        for n in (1, 3):
-            yield f"free addresses {n}", self.small(topology={"minFreeAddresses": n}), POD0
-        for rate in (1_000_000_000, 5_000_000_000):
+                    master=master, topology={"numaPolicy": policy}), uid, fails
+            for vf, fails in ((VF0, ()), (VF1, across)):
+                yield f"VF numaPolicy {policy} on {vf}", self.vconf(vf, topology={"numaPolicy": policy}), POD0, fails
+        for n in (0, 1):   # master1 and VF1 are on NUMA node 1
+            fails = ("topology.numaNode",) if n == 0 else ()
+            yield f"macvlan numaNode {n}", self.pconf(master=m1, topology={"numaNode": n}), POD1, fails
+            yield f"VF numaNode {n}", self.vconf(VF1, topology={"numaNode": n}), POD1, fails
+        for speed in (10000, 25000):   # master1 and PF1 run at 10 Gb/s
+            fails = self.SPEED if speed > 10000 else ()
+            yield f"macvlan speed {speed}", self.pconf(master=m1, topology={"minLinkSpeedMbps": speed}), POD0, fails
+            yield f"VF speed {speed}", self.vconf(VF1, topology={"minLinkSpeedMbps": speed}), POD0, fails
+        for n in (1, 2):   # fewer than n already: master0 has one macvlan, PF0 one VF in use
+            fails = ("topology.maxAttachmentsPerMaster",) if n == 1 else ()
+            yield f"macvlan attachments {n}", self.pconf(topology={"maxAttachmentsPerMaster": n}), POD0, fails
+            yield f"VF attachments {n}", self.vconf(VF0, topology={"maxAttachmentsPerMaster": n}), POD0, fails
+        for n in (1, 3):   # 3 of 5 free, 2 after this pod's
+            fails = ("topology.minFreeAddresses",) if n == 3 else ()
+            yield f"free addresses {n}", self.small(topology={"minFreeAddresses": n}), POD0, fails
+        for rate in (1_000_000_000, 5_000_000_000):   # 4 of 5 Gb/s committed on master0
+            fails = ("bandwidth",) if rate > 1_000_000_000 else ()
             yield f"bandwidth {rate}", self.pconf(bandwidth={"egressRate": rate, "ingressRate": rate // 10},
-                                                  topology={"linkCapacityMbps": 5000}), POD0
-        for unknown in ("allow", "deny"):
+                                                  topology={"linkCapacityMbps": 5000}), POD0, fails
+        for unknown in ("allow", "deny"):   # a veth has no device: its NUMA node and speed are unknown
+            fails = ("topology.numaNode",) + self.SPEED if unknown == "deny" else ()
             yield f"veth unknown topology {unknown}", self.conf(
                 sysfsRoot=self.sys.root, kubeletRootDir=self.kubelet,
-                topology={"numaNode": 0, "minLinkSpeedMbps": 1, "unknownTopology": unknown}), POD0
+                topology={"numaNode": 0, "minLinkSpeedMbps": 1, "unknownTopology": unknown}), POD0, fails
+        # master1 (NUMA 1, 10 Gb/s, two macvlans) for POD0 (NUMA 0) on a zone=a node: the rates
+        # and the attachments fit, nothing else does.
         yield "everything at once", self.pconf(master=m1, nodeSelector={"example.com/zone": "b"},
                                                bandwidth={"egressRate": 1_000_000},
                                                topology={"numaPolicy": "single-numa-node", "numaNode": 0,
-                                                         "minLinkSpeedMbps": 25000, "maxAttachmentsPerMaster": 5}), POD0
+                                                         "minLinkSpeedMbps": 25000, "maxAttachmentsPerMaster": 5}), \
+            POD0, ("nodeSelector", "topology.numaPolicy", "topology.numaNode", "topology.minLinkSpeedMbps")
 
     def occupy(self):
         """What is in use before the table: a macvlan on master0 with 4 Gb/s committed, and
@@ -121,7 +147,7 @@ class OneEvaluation(PlacementCase):
     def test_the_published_facts_give_adds_verdict_in_adds_words_for_every_constraint_kind(self):
         self.occupy()
         failing, passing = set(), set()
-        for what, conf, uid in self.rows():
+        for what, conf, uid, expected in self.rows():
             with self.subTest(row=what):
                 facts = self.facts()
                 live = self.explain(conf, uid)
@@ -129,12 +155,16 @@ class OneEvaluation(PlacementCase):
                 self.assertTrue(live, f"{what}: explain printed no verdict")
                 self.assertEqual(published, live, f"{what}: the document and the live node disagree")
                 failed = [l[len("FAIL  "):] for l in published if l.startswith("FAIL  ")]
+                self.assertEqual(sorted(l.split(":", 1)[0] for l in failed), sorted(expected),
+                                 f"{what}: explain's failing constraints")
                 pod, path = self.make_pod()
                 out = self.run_plugin("ADD", conf, container_id="row", netns=path, args=pod_args(uid))
-                if failed:
+                if expected:
                     self.assertError(out, 100)
+                    self.assertEqual(sorted(out.json["msg"].split(": ", 1)[1].split(", ")), sorted(expected),
+                                     f"{what}: the constraints ADD names")
                     self.assertEqual(out.json["details"], " | ".join(failed), f"{what}: ADD's evidence")
-                    failing.update(l.split(":", 1)[0] for l in failed)
+                    failing.update(expected)
                 else:
                     self.assertOk(out)
                     self.assertOk(self.run_plugin("DEL", conf, container_id="row", netns=path, args=pod_args(uid)))
@@ -164,11 +194,11 @@ class OneEvaluation(PlacementCase):
         labels = {"example.com/zone": "a", "example.com/cores": "16", "feature.node.kubernetes.io/sriov-capable": "true"}
         rows = [r for r in self.rows() if "numaPolicy" not in json.dumps(r[1])]
         nads = []
-        for i, (what, conf, uid) in enumerate(rows):
+        for i, (what, conf, uid, _) in enumerate(rows):
             resource = {VF0: "intel.com/pf0", VF1: "intel.com/pf1"}.get(conf.get("deviceID"))
             c = {k: v for k, v in conf.items() if k != "deviceID"}   # Multus adds it at ADD
             nads.append(nad(f"row-{i}", c, resource))
-        api = ClusterApi(self.pki())
+        api = ClusterApi(self.pki(), token="t")
         self.addCleanup(api.stop)
         api.replace(nads=nads)
         kc = os.path.join(self.outside_dir(), "ext.kubeconfig")
@@ -184,7 +214,7 @@ class OneEvaluation(PlacementCase):
             self.assertLess(time.time(), deadline, "the extender did not start")
             time.sleep(0.05)
         compared = set()
-        for i, (what, conf, uid) in enumerate(rows):
+        for i, (what, conf, uid, expected) in enumerate(rows):
             with self.subTest(row=what):
                 with open(self.facts()) as f:
                     doc = f.read()
@@ -198,6 +228,7 @@ class OneEvaluation(PlacementCase):
                 c.request("POST", "/filter", json.dumps(args))
                 r = json.loads(c.getresponse().read())
                 fits = len(r["Nodes"]["items"]) == 1
+                self.assertEqual(fits, not expected, f"{what}: the extender's verdict {r}")
                 pod, path = self.make_pod()
                 out = self.run_plugin("ADD", conf, container_id="row", netns=path, args=pod_args(uid))
                 self.assertEqual(fits, out.rc == 0, f"{what}: extender {r}, ADD {out}")
@@ -208,6 +239,7 @@ class OneEvaluation(PlacementCase):
                 names = out.json["msg"].split(": ", 1)[1]
                 reasons = {**r["FailedNodes"], **r["FailedAndUnresolvableNodes"]}
                 self.assertEqual(reasons["worker-1"], f"topocni: default/row-{i}: {names} not met")
+                self.assertEqual(sorted(names.split(", ")), sorted(expected), f"{what}: the constraints named")
                 details = re.sub(r"\(labels from [^)]*\)", "(labels)", out.json["details"])
                 line = self.wait_log(log, f"filter default/{podname}: ")
                 evidence = re.sub(r"\(labels from [^)]*\)", "(labels)", line.split("worker-1: default/row-%d: " % i, 1)[1])
