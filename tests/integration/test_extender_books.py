@@ -71,6 +71,7 @@ class Books(unittest.TestCase):
     def start(self, nads, docs, pods=(), pending_seconds=300):
         """The cluster (both nodes with `docs`'s facts, named each) and an extender on it."""
         self.stop()
+        self.api.forget_requests()   # the new extender's LIST+WATCHes are the ones waited for
         nodes = []
         for name in NODES:
             d = copy.deepcopy(docs)
