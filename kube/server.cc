@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -352,6 +353,9 @@ public:
 
 private:
     void read_header() {
+        // The body is drained, never kept: any length is answered. (Not boost::none: Beast
+        // 1.74 compares a length with the optional limit, and every length exceeds none.)
+        parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
         http::async_read_header(stream_, buf_, parser_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
             if (!ec) self->answer();
         });

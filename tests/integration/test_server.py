@@ -161,15 +161,20 @@ class Server(unittest.TestCase):
         p = subprocess.run(["curl", "-sS", "--max-time", "20", "-o", out, "-w", "%{http_code}",
                             "--cacert", os.path.join(self.pki, "ca.crt"), "-H", "Content-Type: application/json",
                             "--data-binary", f"@{data}", url], capture_output=True, text=True)
-        with open(out, "rb") as f:
-            return p.returncode, p.stdout, f.read(), p.stderr
+        try:
+            with open(out, "rb") as f:
+                answer = f.read()
+            os.unlink(out)
+        except FileNotFoundError:
+            answer = b""
+        return p.returncode, p.stdout, answer, p.stderr
 
     # --- point 3: busy ---
     def assert_busy_answers_are_well_formed(self, url, body):
         for i in range(21):
             code, status, answer, err = self.curl(url, body)
             with self.subTest(attempt=i):
-                self.assertEqual((code, status), (0, "503"), f"curl: {err}")
+                self.assertEqual((code, status), (0, "503"), f"curl: {err}; the server: {self.log_text()}")
                 self.assertIn("error", json.loads(answer))
 
     def test_a_plain_http_caller_with_no_place_gets_a_well_formed_503_every_time(self):
