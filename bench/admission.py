@@ -2,10 +2,13 @@
 """The admission webhook at the speed issue 20 names: one AdmissionReview for a pod with 3 topocni
 NADs (NADs cached) over loopback TLS, on one kept-alive connection as the API server calls it;
 a pod with no topocni network (the fast path); requests per second with 4 concurrent clients,
-each on its own kept-alive TLS connection; the server's memory.
+each on its own kept-alive TLS connection; a burst (issue 29): 500 reviews at once, each on a new
+TLS connection, at the default --max-connections, as a Deployment scaled to 500 makes the API
+server call (answered, p50/p99 from the starting gun, the wall time against the example's
+timeoutSeconds of 5 s); the server's memory.
 
-    bench/admission.py --topocni build-release/topocni [--requests 2000] [--seconds 10] [--out bench/results]
-    bench/admission.py --quick ...      a few requests (the ctest smoke test)
+    bench/admission.py --topocni build-release/topocni [--requests 2000] [--seconds 10] [--burst 500] [--out bench/results]
+    bench/admission.py --quick ...      a few requests, a burst of 100 (the ctest smoke test)
 
 A stand-in API (the tests' fakenode.ClusterApi, plain HTTP on loopback) serves 3 NADs: macvlan with bandwidth, host-local IPAM
 and a nodeSelector; SR-IOV (resourceName intel.com/sriov) with bandwidth; a conflist whose
@@ -14,6 +17,7 @@ quietly. The webhook serves TLS with a throw-away certificate for 127.0.0.1. Onl
 rates are reported; nothing is asserted but that every answer is well formed: allowed, the
 request's uid, and a non-empty JSONPatch for the 3-NAD pod (none for the fast path).
 """
+import asyncio
 import base64
 import http.client
 import json
@@ -202,6 +206,69 @@ def concurrent(port, cafile, clients, seconds):
     return times, errors, max(end for _, _, end in results) - start
 
 
+async def burst_call(port, ctx, body, start):
+    """One review on a new TLS connection: (seconds from the gun to the answer read, status, data)."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+        try:
+            writer.write(b"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            await writer.drain()
+            status = int((await reader.readline()).split()[1])
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            data = await reader.readexactly(length)
+        finally:
+            writer.close()
+        return time.monotonic() - start, status, data
+    except (OSError, ValueError, IndexError, asyncio.IncompleteReadError, ssl.SSLError) as e:
+        return time.monotonic() - start, None, repr(e)
+
+
+def burst_process(port, cafile, count, idx, barrier, q):
+    """`count` reviews at once from one process (asyncio), after the starting gun."""
+    ctx = ssl.create_default_context(cafile=cafile)
+    bodies = [(f"b{idx}-{i:05d}", review(f"b{idx}-{i:05d}", pod(PODS["3 topocni NADs"]))) for i in range(count)]
+
+    async def all_at_once():
+        start = time.monotonic()
+        return await asyncio.gather(*(burst_call(port, ctx, body, start) for _, body in bodies))
+
+    barrier.wait(timeout=120)
+    results = asyncio.run(all_at_once())
+    out = []
+    for (uid, _), (t, status, data) in zip(bodies, results):
+        if status is None:
+            out.append((t, f"closed: {data}"))
+        elif status != 200:
+            out.append((t, f"HTTP {status}: {data[:200]!r}"))
+        else:
+            out.append((t, problem(data, uid, True)))
+    q.put(out)
+
+
+def burst(port, cafile, count, processes=4):
+    """`count` reviews at once, each on its own new TLS connection, from `processes` client
+    processes (one Python process cannot make 500 TLS handshakes quickly enough itself)."""
+    ctx = multiprocessing.get_context("spawn")
+    q, barrier = ctx.Queue(), ctx.Barrier(processes + 1)
+    shares = [count // processes + (1 if i < count % processes else 0) for i in range(processes)]
+    ps = [ctx.Process(target=burst_process, args=(port, cafile, n, i, barrier, q)) for i, n in enumerate(shares)]
+    for p in ps:
+        p.start()
+    barrier.wait(timeout=120)
+    results = [r for _ in ps for r in q.get(timeout=300)]
+    for p in ps:
+        p.join()
+    times = [t for t, err in results if err is None]
+    errors = [err for _, err in results if err is not None]
+    out = stats(times, errors)
+    out.update({"sent": count, "answered": len(times), "wall_s": max(t for t, _ in results)})
+    return out
+
+
 def stats(times, errors, wall=None, body=None):
     out = {"requests": len(times), "errors": len(errors)}
     if times:
@@ -267,6 +334,8 @@ def run(args):
             out[f"{label}, 1 connection"] = stats(times, errors, body=size)
         times, errors, wall = concurrent(port, cert, args.clients, args.seconds)
         out[f"3 topocni NADs, {args.clients} clients"] = stats(times, errors, wall=wall)
+        out["memory_before_burst"] = memory(proc.pid)
+        out["burst"] = burst(port, cert, args.burst)
         out["memory_end"] = memory(proc.pid)
         out["api_requests"] = len(api.logged())   # LIST + WATCH only: every NAD came from the cache
         return out
@@ -286,6 +355,7 @@ def markdown(res):
     one = res["3 topocni NADs, 1 connection"]
     fast = res["no topocni network, 1 connection"]
     conc = next(v for k, v in res.items() if k.startswith("3 topocni NADs,") and "clients" in k)
+    b = res["burst"]
     met = "met" if one.get("p99_ms", 1e9) < 2 else "not met"
     lines = [
         "# Admission webhook (issue 20)",
@@ -312,6 +382,12 @@ def markdown(res):
         f"First review on a fresh connection: TLS handshake {res['tls_handshake_ms']:.2f} ms, then the review "
         f"{res['first_review_ms']:.2f} ms (each NAD parsed once).",
         "",
+        f"Burst: {b['sent']} reviews (3 NADs) at once, each on a new TLS connection, at the default 8 connections "
+        f"(4 client processes): **{b['answered']} answered**, {b['errors']} not; from the starting gun p50 "
+        f"{b.get('p50_ms', 0):.0f} ms, p99 {b.get('p99_ms', 0):.0f} ms, all within {b['wall_s']:.2f} s "
+        f"(the example's timeoutSeconds: 5 s). Peak RSS (VmHWM) {res['memory_before_burst'].get('VmHWM')} before the "
+        f"burst, {res['memory_end'].get('VmHWM')} after.",
+        "",
         f"Memory: idle RSS {res['memory_idle'].get('VmRSS')}; after the run RSS {res['memory_end'].get('VmRSS')}, "
         f"peak (VmHWM) {res['memory_end'].get('VmHWM')}, {res['memory_end'].get('Threads')} threads.",
         "",
@@ -321,9 +397,9 @@ def markdown(res):
 
 def main():
     def quick(args):
-        args.requests, args.warmup, args.seconds = 20, 3, 1
-    bench_main("admission", {"--requests": 2000, "--warmup": 200, "--clients": 4, "--seconds": 10.0}, quick, run,
-               markdown)
+        args.requests, args.warmup, args.seconds, args.burst = 20, 3, 1, 100
+    bench_main("admission", {"--requests": 2000, "--warmup": 200, "--clients": 4, "--seconds": 10.0, "--burst": 500},
+               quick, run, markdown)
 
 
 if __name__ == "__main__":

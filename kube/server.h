@@ -1,8 +1,9 @@
 // A small HTTP(S) server for the endpoints Kubernetes calls (kube-scheduler's extender
 // verbs, admission webhooks), bounded in every way a caller could make it spend: request
-// size, time per request and per idle connection, connections served at once (one more is
-// answered 503 at once, so the caller never waits beyond a bound). Boost.Beast over OpenSSL,
-// as the client.
+// size, time per request and per idle connection, connections served at once, connections
+// waiting for one of those (oldest first, each at most a request time-out: a burst of
+// callers is answered, not dropped), and one more answered 503 with its request read, so
+// that the answer arrives. Boost.Beast over OpenSSL, as the client.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -34,11 +35,17 @@ struct Options {
     std::string tls_cert, tls_key;             ///< PEM files; both empty: plain HTTP
     size_t max_body = 64u << 20;               ///< a bigger request is answered 413 unread
     std::chrono::milliseconds request_timeout{10000};   ///< reading one request, and writing its answer
-    int max_connections = 8;                   ///< served at once; one more gets 503
+    int max_connections = 8;                   ///< served at once; more wait (max_queue)
+    /// Accepted connections waiting for one of max_connections to end, oldest first. One
+    /// that finds the queue full, or has waited request_timeout, is answered 503. While any
+    /// wait, answers say `Connection: close` and a kept-alive connection left idle is closed
+    /// after a second, so that the places go round.
+    int max_queue = 1024;
     /// Threads serving the connections; 0: one per CPU this process may run on, at most
-    /// max_connections. A handler that may wait (on the API) needs one per connection; one
-    /// that only computes runs best with one per core: 8 threads on 2 cores made ~1,000
-    /// context switches per 11 MB request, and took 40% longer.
+    /// max_connections; set: at most max_connections + 1. A handler that may wait (on the API) needs one per connection,
+    /// and one more to accept, queue and refuse while every handler waits; one that only
+    /// computes runs best with one per core: 8 threads on 2 cores made ~1,000 context
+    /// switches per 11 MB request, and took 40% longer.
     int threads = 0;
 };
 
@@ -46,8 +53,9 @@ using Handler = std::function<Response(Request)>;   ///< the request is the hand
 
 /// Serves until `stop` is set (a signal handler may set it), then stops accepting, lets
 /// the requests in flight finish (each bounded by request_timeout) and returns. Throws
-/// kube::Error (Invalid) when it cannot listen or read the certificate. `on_listening`
-/// gets the port bound (for ":0").
+/// kube::Error (Invalid) when it cannot listen or read the certificate. The certificate and
+/// key are read again when they change (kube::tls::ServerCertificate). `on_listening` gets
+/// the port bound (for ":0").
 void serve(const Options& o, const Handler& handler, const std::atomic<bool>& stop,
            const std::function<void(int port)>& on_listening = {});
 

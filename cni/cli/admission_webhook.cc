@@ -123,8 +123,9 @@ void add_admission_webhook(CLI::App& app, int& status) {
         handle_stop_signals();
         base::log::configure("info", "");
         // A NAD not cached yet is read from the API inside the handler: one thread per
-        // connection, so that a caller waiting on that read never holds up the others.
-        o->service.server.threads = o->service.server.max_connections;
+        // connection, so that a caller waiting on that read never holds up the others, and
+        // one more that accepts, queues and answers 503 while every handler waits.
+        o->service.server.threads = o->service.server.max_connections + 1;
         kube::Kubeconfig kc = pick_kubeconfig(o->service.kubeconfig, !o->service.kubeconfig.empty());
         NadCache nads(kc, o->service.api_timeout_ms());
         Watch w{kNadPath, "network-attachment-definitions", {}};

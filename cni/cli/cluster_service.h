@@ -25,8 +25,8 @@ struct ServiceFlags {
     }
 };
 
-/// --listen, --tls-cert, --tls-key, --max-body, --max-connections and --api-timeout, with
-/// the defaults already in `f`. (--kubeconfig is each command's: their defaults differ.)
+/// --listen, --tls-cert, --tls-key, --max-body, --max-connections, --max-queue and
+/// --api-timeout, with the defaults already in `f`. (--kubeconfig is each command's: their defaults differ.)
 void add_service_flags(CLI::App* cmd, ServiceFlags& f, const std::string& tls_cert_help,
                        const std::string& api_timeout_help);
 
@@ -43,6 +43,9 @@ struct Watch {
 /// Serves `handler` until SIGTERM or SIGINT (after handle_stop_signals()), each watch on its own thread and API client
 /// meanwhile; logs "<name> listening on port N" and "<name> stopped". Throws what the
 /// server throws (a port in use, a bad certificate), after stopping the watches.
+/// The probes are answered here, before `handler`: GET /readyz and /healthz 503 (naming the
+/// caches) until every watch's first LIST has been applied, then 200; GET /livez 200 while
+/// serving (kube-apiserver's own probe paths).
 void run_service(const ServiceFlags& f, const kube::Kubeconfig& kc, const std::string& name,
                  std::vector<Watch> watches, const kube::server::Handler& handler);
 

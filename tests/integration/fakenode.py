@@ -1226,6 +1226,8 @@ class ClusterApi:
         self.history = []        # (rv, "nads" | "nodes" | "pods", type, object, the object before or None)
         self.requests = []
         self.failing = {}        # path prefix -> status
+        self.holding = {}        # path prefix -> threading.Event set at release (hold())
+        self.held_now = {}       # path prefix -> requests waiting under it now
         self.stopping = False
         self.connections = set()
         api = self
@@ -1277,6 +1279,7 @@ class ClusterApi:
                 entry = {"method": self.command, "path": path, "query": query, "token": token,
                          "contentType": self.headers.get("Content-Type"), "body": body, "at": time.time()}
                 if token in api.tokens:
+                    api.wait_if_held(path)
                     status, answer = api.route(self.command, path, query, self.headers.get("Content-Type"), body)
                 else:   # authentication comes first in the API server's handler chain
                     status, answer = 401, UNAUTHORIZED
@@ -1423,6 +1426,38 @@ class ClusterApi:
                 self.failing.pop(prefix, None)
             else:
                 self.failing[prefix] = status
+
+    def hold(self, prefix):
+        """Requests whose path starts with `prefix` wait, unanswered, until release(prefix)
+        (an API slow to answer a first LIST, or a GET); at most 120 s, or until stop()."""
+        with self.cond:
+            self.holding.setdefault(prefix, threading.Event())
+
+    def release(self, prefix):
+        with self.cond:
+            held = self.holding.pop(prefix, None)
+        if held:
+            held.set()
+
+    def held(self, prefix):
+        """How many requests under `prefix` wait now."""
+        with self.cond:
+            return self.held_now.get(prefix, 0)
+
+    def wait_if_held(self, path):
+        with self.cond:
+            held = [(p, e) for p, e in self.holding.items() if path.startswith(p)]
+            for p, _ in held:
+                self.held_now[p] = self.held_now.get(p, 0) + 1
+        try:
+            for _, e in held:
+                deadline = time.monotonic() + 120
+                while not e.wait(0.2) and not self.stopping and time.monotonic() < deadline:
+                    pass
+        finally:
+            with self.cond:
+                for p, _ in held:
+                    self.held_now[p] -= 1
 
     def logged(self, method=None, path=None):
         with self.cond:
