@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "kube/error.h"
+#include "kube/watch_decoder.h"
 
 namespace kube {
 
@@ -36,6 +37,25 @@ std::string status_message(const std::string& body) {
     auto j = json::parse(body, nullptr, false);
     if (j.is_object() && j.contains("message") && j["message"].is_string()) return j["message"].get<std::string>();
     return body.substr(0, 200);
+}
+
+bool resource_version_too_large(int status, const json& body) {
+    // As client-go's isTooLargeResourceVersionError: the ResourceVersionTooLarge cause, or
+    // (API servers before 1.18.6) a Timeout whose cause or message says so.
+    if (!body.is_object()) return false;
+    static const json kNone = json::array();
+    const json* causes = &kNone;
+    if (auto d = body.find("details"); d != body.end() && d->is_object())
+        if (auto c = d->find("causes"); c != d->end() && c->is_array()) causes = &*c;
+    for (auto& c : *causes)
+        if (c.is_object() && c.value("reason", json()) == "ResourceVersionTooLarge") return true;
+    auto reason = body.value("reason", json());
+    bool timeout = reason == "Timeout" || (status == 504 && !(reason.is_string() && !reason.get<std::string>().empty()));
+    if (!timeout) return false;
+    for (auto& c : *causes)
+        if (c.is_object() && c.value("message", json()) == "Too large resource version") return true;
+    auto m = body.value("message", json());
+    return m.is_string() && m.get<std::string>().find("Too large resource version") != std::string::npos;
 }
 
 Client::Client(Kubeconfig kc, std::chrono::milliseconds timeout)
@@ -76,7 +96,10 @@ void Client::refuse(const https::Response& r, const std::string& method, const s
                     who + ": not allowed to " + verb + " " + what + " (" + code + "): " + status_message(r.body) +
                         "; topocni needs \"" + verb + "\" on \"" + resource + "\": see examples/rbac.yaml",
                     r.status);
-    if (r.status == 429 || r.status >= 500 || r.status == 410 || r.status == 409)
+    if (r.status == 410 || resource_version_too_large(r.status, json::parse(r.body, nullptr, false)))
+        throw ResourceVersionUnavailable(Error::Kind::Unavailable,
+                                         "Kubernetes API: " + where + ": " + code + ": " + status_message(r.body), r.status);
+    if (r.status == 429 || r.status >= 500 || r.status == 409)
         throw Error(Error::Kind::Unavailable, "Kubernetes API: " + where + ": " + code + ": " + status_message(r.body),
                     r.status);
     throw Error(Error::Kind::Invalid, "Kubernetes API: " + where + ": " + code + ": " + status_message(r.body), r.status);
@@ -106,13 +129,17 @@ json Client::create(const std::string& path, const json& body, const std::string
     return j.is_discarded() ? json() : j;
 }
 
-Page Client::list(const std::string& path, const std::string& resource, size_t page_size) {
+Page Client::list(const std::string& path, const std::string& resource, size_t page_size,
+                  const std::string& resource_version) {
     for (int attempt = 0;; ++attempt) {
         Page out;
         std::string cont;
         bool expired = false;
         do {
-            std::string q = "limit=" + std::to_string(page_size) + (cont.empty() ? "" : "&continue=" + url_escape(cont));
+            std::string q = page_size ? "limit=" + std::to_string(page_size) : "";
+            auto add = [&q](const std::string& kv) { q += (q.empty() ? "" : "&") + kv; };
+            if (!cont.empty()) add("continue=" + url_escape(cont));
+            else if (!resource_version.empty()) add("resourceVersion=" + url_escape(resource_version));
             std::string target = join_query(path, q);
             auto r = send("GET", target);
             if (r.status == 410 && !cont.empty() && attempt == 0) {   // the continue token expired: from the start
@@ -146,41 +173,9 @@ std::string Client::watch(const std::string& path, const std::string& resource_v
     https::Request req{"GET", target, {{"Accept", "application/json"}}, ""};
     std::string token = current_token(kc_);
     if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
-    std::string rv = resource_version, pending, error_body;
-    bool keep_going = true;
-    auto on_line = [&](std::string_view line) {
-        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
-        if (line.empty()) return;
-        auto j = json::parse(line, nullptr, false);
-        if (!j.is_object() || !j.contains("type") || !j["type"].is_string() || !j.contains("object"))
-            throw Error(Error::Kind::Unavailable, "Kubernetes API: WATCH " + kc_.server + path + ": not a watch event");
-        Event ev{j["type"].get<std::string>(), std::move(j["object"])};
-        if (ev.type == "ERROR") {
-            int code = ev.object.is_object() && ev.object.value("code", json()).is_number_integer() ? ev.object["code"].get<int>() : 0;
-            std::string msg = ev.object.is_object() && ev.object.value("message", json()).is_string()
-                                  ? ev.object["message"].get<std::string>() : std::string("error event");
-            throw Error(Error::Kind::Unavailable, "Kubernetes API: WATCH " + kc_.server + path + ": " + msg,
-                        code ? code : 500);
-        }
-        if (ev.object.is_object() && ev.object.contains("metadata") && ev.object["metadata"].is_object())
-            if (auto v = ev.object["metadata"].find("resourceVersion"); v != ev.object["metadata"].end() && v->is_string())
-                rv = v->get<std::string>();
-        if (ev.type == "BOOKMARK") return;
-        if (!on_event(ev)) keep_going = false;
-    };
-    auto on_data = [&](std::string_view piece) {
-        pending.append(piece);
-        size_t start = 0, nl;
-        while (keep_going && (nl = pending.find('\n', start)) != std::string::npos) {
-            on_line(std::string_view(pending).substr(start, nl - start));
-            start = nl + 1;
-        }
-        pending.erase(0, start);
-        if (pending.size() > kMaxWatchLine)
-            throw Error(Error::Kind::Unavailable, "Kubernetes API: WATCH " + kc_.server + path + ": an event over " +
-                                                      std::to_string(kMaxWatchLine) + " bytes");
-        return keep_going;
-    };
+    std::string error_body;
+    WatchDecoder decoder("Kubernetes API: WATCH " + kc_.server + path + ": ", resource_version, kMaxWatchLine);
+    auto on_data = [&](std::string_view piece) { return decoder.feed(piece, on_event); };
     // The server ends the stream after timeoutSeconds; a little more before calling it dead.
     auto idle = std::chrono::seconds(timeout_seconds + 30);
     int status;
@@ -193,8 +188,8 @@ std::string Client::watch(const std::string& path, const std::string& resource_v
                         std::string(e.what()));
     }
     if (status != 200) refuse({status, error_body}, "WATCH", target, resource, "watch", resource);
-    if (keep_going && !pending.empty()) on_line(pending);   // a last event without its newline
-    return rv;
+    decoder.finish(on_event);   // a last event without its newline
+    return decoder.resource_version();
 }
 
 }  // namespace kube

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kube/error.h"
 #include "kube/kubeconfig.h"
 
 namespace kube {
@@ -22,6 +23,17 @@ std::string url_escape(const std::string& s);
 
 /// The `message` of a Kubernetes Status object, or the first bytes of the body.
 std::string status_message(const std::string& body);
+
+/// The resource version a LIST or WATCH asked for is one the server cannot serve: compacted
+/// away (HTTP 410 Gone or Expired, as a status or an ERROR event) or newer than it has (a
+/// 504 "Too large resource version", as client-go's isTooLargeResourceVersionError in
+/// tools/cache/reflector.go tells it). Only a list from scratch brings the view back.
+struct ResourceVersionUnavailable : Error {
+    using Error::Error;
+};
+
+/// Whether an answer (its status and Status body) says the resource version is too large.
+bool resource_version_too_large(int status, const nlohmann::json& status_body);
 
 struct Page {
     std::vector<nlohmann::json> items;
@@ -60,16 +72,21 @@ public:
     nlohmann::json create(const std::string& path, const nlohmann::json& body, const std::string& what,
                           const std::string& resource);
 
-    /// LIST `path` (a collection, optional query after '?') in pages of `page_size`, following
-    /// metadata.continue. A continue token that expired (410) starts the list again, once.
-    Page list(const std::string& path, const std::string& resource, size_t page_size = 500);
+    /// LIST `path` (a collection, optional query after '?') in pages of `page_size` (0: one
+    /// page, no limit), following metadata.continue. `resource_version` (empty: none, the
+    /// latest from etcd; "0": any, from the API server's watch cache) goes with the first
+    /// page only: the API server refuses it together with a continue token, as client-go's
+    /// pager knows. A continue token that expired (410) starts the list again, once. A
+    /// version the server cannot serve throws ResourceVersionUnavailable.
+    Page list(const std::string& path, const std::string& resource, size_t page_size = 500,
+              const std::string& resource_version = "");
 
     /// WATCH `path` from `resource_version` with bookmarks: `on_event` gets every event but
     /// bookmarks, which only move the resource version on. Returns the last resource version
     /// seen, when the server ends the stream (after about `timeout_seconds`), `stop()` is
     /// true or `on_event` returns false. A resource version the server no longer has (HTTP
-    /// 410, or an ERROR event with a 410 Status) throws Error with http_status 410: list
-    /// again. Lines over 16 MiB throw.
+    /// 410, or an ERROR event with a 410 Status) throws ResourceVersionUnavailable with
+    /// http_status 410: list again. Lines over 16 MiB throw.
     std::string watch(const std::string& path, const std::string& resource_version, const std::string& resource,
                       const std::function<bool(const Event&)>& on_event, const std::function<bool()>& stop,
                       int timeout_seconds = 300);

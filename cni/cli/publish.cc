@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "base/backoff.h"
 #include "base/fd.h"
 #include "base/files.h"
 #include "base/log.h"
@@ -196,7 +197,10 @@ private:
             if (!client_) connect();
             if (!known_) learn_what_the_node_has();
             bool due = sent_at_ && std::time(nullptr) - *sent_at_ >= static_cast<std::time_t>(o_.heartbeat);
-            if (content == sent_ && !due) return true;
+            if (content == sent_ && !due) {
+                backoff_.reset();
+                return true;
+            }
             std::string text = to_json(f).dump();
             json patch = {{"metadata", {{"annotations", {{kFactsAnnotation, text}}}}}};
             client_->patch("/api/v1/nodes/" + kube::url_escape(o_.facts.node), patch, "application/merge-patch+json",
@@ -205,14 +209,14 @@ private:
                             (content == sent_ ? "unchanged, heartbeat" : "changed") + ")");
             sent_ = content;
             sent_at_ = parse_time(f.taken_at);
-            failures_ = 0;
+            backoff_.reset();
             return true;
         } catch (const base::Error& e) {
-            ++failures_;
+            retry_in_ = backoff_.next();
             auto* k = dynamic_cast<const kube::Error*>(&e);
             base::log::warn(std::string("publishing facts of node '") + o_.facts.node + "' failed (attempt " +
-                            std::to_string(failures_) + (k && k->http_status ? ", HTTP " + std::to_string(k->http_status) : "") +
-                            "): " + e.what());
+                            std::to_string(backoff_.failures()) +
+                            (k && k->http_status ? ", HTTP " + std::to_string(k->http_status) : "") + "): " + e.what());
             // A connection that failed is opened again; what the Node has is asked again.
             client_.reset();
             known_ = false;
@@ -221,8 +225,15 @@ private:
     }
 
 public:
-    /// Seconds to wait before the next attempt after failures: 1, 2, 4 ... 60.
-    double backoff() const { return failures_ ? std::min(60.0, double(1u << std::min(failures_ - 1, 6))) : 0; }
+    /// Seconds to wait before the next attempt after a failure (base/backoff.h).
+    double backoff() const { return retry_in_; }
+
+    /// Seconds until the heartbeat is due: the facts on the Node are `heartbeat` old then.
+    /// Without it, a `--heartbeat` shorter than `--interval` would wait for the interval.
+    double until_heartbeat() const {
+        if (!sent_at_) return o_.heartbeat;
+        return std::max(0.0, double(*sent_at_ + static_cast<std::time_t>(o_.heartbeat) - std::time(nullptr)));
+    }
 
 private:
     /// The Node's topocni extended resources made what the facts and NADs say: added or
@@ -310,7 +321,8 @@ private:
     bool known_ = false;
     std::string sent_;                      ///< facts_content of what the Node carries
     std::optional<std::time_t> sent_at_;    ///< its takenAt
-    int failures_ = 0;
+    base::Backoff backoff_;
+    double retry_in_ = 0;
 };
 
 }  // namespace
@@ -363,9 +375,11 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
     base::log::info("publishing facts of node '" + o.facts.node + "' as annotation " + kFactsAnnotation);
     while (!stop) {
         bool ok = p.step();
-        // Until the next read: a change (then a moment for the rest of it), the interval,
-        // or, after a failure, the back-off.
-        const auto next = Clock::now() + std::chrono::milliseconds(static_cast<long long>((ok ? o.interval : p.backoff()) * 1000));
+        // Until the next read: a change (then a moment for the rest of it), the interval or
+        // the heartbeat, whichever is due first, or, after a failure, the back-off. (The
+        // heartbeat is counted in whole seconds of takenAt: a moment after it, it is due.)
+        const double wait = ok ? std::min(o.interval, p.until_heartbeat() + 0.05) : p.backoff();
+        const auto next = Clock::now() + std::chrono::milliseconds(static_cast<long long>(wait * 1000));
         while (!stop && Clock::now() < next) {
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
             // A state directory made after the start (the first ADD makes it) is news too.

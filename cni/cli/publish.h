@@ -6,8 +6,9 @@
 // and GC writes), reads the facts again a moment after a change and at least every
 // `interval` seconds, and PATCHes the annotation only when the facts differ from what the
 // Node already carries, or when `heartbeat` seconds have passed since (so that a consumer
-// can tell live facts from those of a dead node). Failures (401, 403, 404, 409, 429, 5xx,
-// time-outs, a dropped connection) are logged and retried with back-off; nothing but
+// can tell live facts from those of a dead node); it wakes for whichever of the interval
+// and the heartbeat is due first. Failures (401, 403, 404, 409, 429, 5xx, time-outs, a
+// dropped connection) are logged and retried with base/backoff.h's back-off; nothing but
 // SIGTERM or SIGINT ends it.
 //
 // It also keeps the node's extended resources (cni/cluster/resources.h) in the Node's

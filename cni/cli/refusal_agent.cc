@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 
+#include "base/backoff.h"
 #include "base/fd.h"
 #include "base/files.h"
 #include "base/log.h"
@@ -122,24 +123,25 @@ public:
         try {
             for (auto& name : names) one(name, now);
         } catch (const kube::Error& e) {
-            ++failures_;
+            retry_in_ = backoff_.next();
             base::log::warn(std::string("refusal agent on node '") + o_.node + "': the API failed (attempt " +
-                            std::to_string(failures_) + (e.http_status ? ", HTTP " + std::to_string(e.http_status) : "") +
+                            std::to_string(backoff_.failures()) + (e.http_status ? ", HTTP " + std::to_string(e.http_status) : "") +
                             "): " + e.what());
             client_.reset();
             return false;
         } catch (const base::Error& e) {   // a kubeconfig that cannot be read (yet)
-            ++failures_;
-            base::log::warn(std::string("refusal agent on node '") + o_.node + "': attempt " + std::to_string(failures_) +
+            retry_in_ = backoff_.next();
+            base::log::warn(std::string("refusal agent on node '") + o_.node + "': attempt " + std::to_string(backoff_.failures()) +
                             ": " + e.what());
             client_.reset();
             return false;
         }
-        failures_ = 0;
+        backoff_.reset();
         return true;
     }
 
-    double backoff() const { return failures_ ? std::min(60.0, double(1u << std::min(failures_ - 1, 6))) : 0; }
+    /// Seconds to wait before the next pass after an API failure (base/backoff.h).
+    double backoff() const { return retry_in_; }
 
     /// Seconds until something is due without a change: a retry, a pod to look at again.
     double next_due(double cap) const {
@@ -367,7 +369,8 @@ private:
     std::unique_ptr<kube::Client> client_;
     std::map<std::string, PodMemo> pods_;        ///< record file name -> memo
     std::map<std::string, OwnerMemo> owners_;    ///< controller uid -> memo
-    int failures_ = 0;
+    base::Backoff backoff_;
+    double retry_in_ = 0;
 };
 
 std::atomic<bool> g_stop{false};

@@ -13,8 +13,8 @@
 //     static pod; at most `owner_max` evictions per controller within `owner_window`
 //     seconds (the loop guard), and it says so in an Event when it stops;
 //   - removes the record once the pod is gone (404, or another pod of the same name).
-// API failures are logged and retried with back-off (1, 2, 4 ... 60 s) on a new
-// connection; SIGTERM or SIGINT end it with status 0.
+// API failures are logged and retried with base/backoff.h's back-off (0.8 s doubling to
+// 30 s, jittered) on a new connection; SIGTERM or SIGINT end it with status 0.
 #pragma once
 #include <atomic>
 #include <string>

@@ -1,6 +1,6 @@
-// The node facts document a consumer reads from a Node's topocni.io/facts annotation,
-// and the watch event lines and list bodies around it: strict parse, and a document that
-// parses must print back to one that parses to the same content.
+// The node facts document a consumer reads from a Node's topocni.io/facts annotation:
+// strict parse, and a document that parses must print back to one that parses to the
+// same content. (The WATCH lines around it are fuzzed by watch_line.cc.)
 #include "cni/placement/node_facts.h"
 #include "fuzz.h"
 

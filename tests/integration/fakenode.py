@@ -177,6 +177,16 @@ def k8s_status(code, message, reason=""):
     return body
 
 
+def too_large_status(asked, current):
+    """The 504 the API server gives for a LIST or WATCH at a resourceVersion newer than it has
+    (apiserver's storage.NewTooLargeResourceVersionError: a Timeout with the
+    ResourceVersionTooLarge cause)."""
+    body = k8s_status(504, f"Timeout: Too large resource version: {asked}, current: {current}", "Timeout")
+    body["details"] = {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                       "retryAfterSeconds": 1}
+    return body
+
+
 # The message of the 410 a real API server gives for a continue token it compacted away
 # (apiserver pkg/storage/etcd3/errors.go).
 CONTINUE_EXPIRED = ("The provided continue parameter is too old to display a consistent list result. "
@@ -1228,6 +1238,11 @@ class ClusterApi:
         self.failing = {}        # path prefix -> status
         self.holding = {}        # path prefix -> threading.Event set at release (hold())
         self.held_now = {}       # path prefix -> requests waiting under it now
+        # Watch faults (expire_watches, drop_watches, outage, too_large_lists): kind -> count
+        # of times the open WATCHes were told to end; kinds whose every WATCH gets a 410.
+        self.expired, self.dropped, self.expire_every = {}, {}, set()
+        self.down = False
+        self.too_large = {}      # kind -> LISTs at a resourceVersion still to refuse with a 504
         self.stopping = False
         self.connections = set()
         api = self
@@ -1278,9 +1293,16 @@ class ClusterApi:
                 token = bearer_token(self.headers.get("Authorization"))
                 entry = {"method": self.command, "path": path, "query": query, "token": token,
                          "contentType": self.headers.get("Content-Type"), "body": body, "at": time.time()}
+                if api.down:   # the API is away: the request is read, the connection closed
+                    entry.update(status=None, outage=True)
+                    with api.cond:
+                        api.requests.append(entry)
+                    self.close_connection = True
+                    return
                 if token in api.tokens:
                     api.wait_if_held(path)
-                    status, answer = api.route(self.command, path, query, self.headers.get("Content-Type"), body)
+                    status, answer = api._fault(self.command, path, query) or \
+                        api.route(self.command, path, query, self.headers.get("Content-Type"), body)
                 else:   # authentication comes first in the API server's handler chain
                     status, answer = 401, UNAUTHORIZED
                 entry["status"] = status
@@ -1303,7 +1325,25 @@ class ClusterApi:
                 self.end_headers()
                 self.wfile.flush()
                 end, seen = time.monotonic() + min(timeout, 300), 0
+                with api.cond:
+                    expired, dropped = api.expired.get(kind, 0), api.dropped.get(kind, 0)
+                    expire_now = kind in api.expire_every
                 while True:
+                    with api.cond:
+                        expire_now = expire_now or api.expired.get(kind, 0) != expired
+                        drop_now = api.dropped.get(kind, 0) != dropped or api.down
+                    if drop_now:   # the connection goes mid-stream, without the last chunk
+                        self.close_connection = True
+                        try:
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                        return
+                    if expire_now:   # as the API server says it: an ERROR event, then the end
+                        event = {"type": "ERROR", "object": k8s_status(
+                            410, f"too old resource version: {from_rv} ({api.rv})", "Expired")}
+                        self.chunk(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+                        break
                     with api.cond:
                         if seen == len(api.history) and not api.stopping:
                             api.cond.wait(0.2)
@@ -1419,6 +1459,62 @@ class ClusterApi:
         with self.cond:
             n = self.nodes.get(name)
             return json.loads(json.dumps(n)) if n is not None else None
+
+    # --- watch faults ---
+    KINDS = {NAD_PATH: "nads", "/api/v1/nodes": "nodes", "/api/v1/pods": "pods"}
+
+    def expire_watches(self, kinds=("nads", "nodes", "pods"), every=None):
+        """The open WATCHes of `kinds` get an ERROR event with a 410 Status (their version
+        is too old) and end. every=True: so does every WATCH of them from now on (a 410
+        storm), until expire_watches(kinds, every=False)."""
+        with self.cond:
+            for k in kinds:
+                self.expired[k] = self.expired.get(k, 0) + 1
+                if every:
+                    self.expire_every.add(k)
+                elif every is False:
+                    self.expire_every.discard(k)
+            self.cond.notify_all()
+
+    def drop_watches(self, kinds=("nads", "nodes", "pods")):
+        """The open WATCHes of `kinds` lose their connection mid-stream (no last chunk)."""
+        with self.cond:
+            for k in kinds:
+                self.dropped[k] = self.dropped.get(k, 0) + 1
+            self.cond.notify_all()
+
+    def outage(self, down):
+        """down=True: the API is away: open WATCHes lose their connection, and every request
+        is read and its connection closed without an answer (logged with "outage": True),
+        until outage(False). The objects and their versions stay."""
+        with self.cond:
+            self.down = down
+            self.cond.notify_all()
+
+    def too_large_lists(self, kind, times=1):
+        """The next `times` LISTs of `kind` that ask for a resourceVersion other than "" and
+        "0" get the API server's 504 "Too large resource version"."""
+        with self.cond:
+            self.too_large[kind] = times
+
+    def _fault(self, method, path, query):
+        """(status, Status) for a LIST too_large_lists() refuses, else None."""
+        kind = self.KINDS.get(path)
+        watch = query.get("watch", "false").lower() not in ("0", "false")
+        rv = query.get("resourceVersion", "")
+        with self.cond:
+            if method != "GET" or kind is None or watch or rv in ("", "0") or not self.too_large.get(kind):
+                return None
+            self.too_large[kind] -= 1
+            return 504, too_large_status(rv, self.rv)
+
+    def lists(self, path):
+        """The LIST requests of `path` so far (not WATCHes), as logged."""
+        return [r for r in self.logged("GET", path) if r["query"].get("watch") in (None, "0", "false")]
+
+    def watches(self, path):
+        """The WATCH requests of `path` so far, as logged."""
+        return [r for r in self.logged("GET", path) if r["query"].get("watch") not in (None, "0", "false")]
 
     def fail(self, prefix, status):
         with self.cond:

@@ -19,7 +19,7 @@ import time
 
 from cnitest import BIN, NetnsTestCase, main
 from fakenode import (FakeApiServer, b64file, expired_continue, k8s_status, make_pki, node_object,
-                      write_kubeconfig)
+                      too_large_status, write_kubeconfig)
 
 NODES = "/api/v1/nodes"
 NAMES = [f"node-{c}" for c in "abcdefg"]   # 7 Nodes, in name order
@@ -276,6 +276,38 @@ class Watch(KubeClientCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual([l["type"] for l in lines], ["LIST", "LIST", "ADDED"])
         self.assertEqual([w["status"] for w in self.api.watches()], [410, 200])
+
+    def test_watch_reflect_lists_first_from_the_watch_cache_and_again_at_the_last_version_seen(self):
+        rv, rc, lines, err, _ = self.reflect_once_expired()
+        self.assertEqual(rc, 0, err)
+        first, again = [r["query"] for r in self.list_requests()]
+        # client-go's relistResourceVersion: "0" first (any version: the watch cache, whose
+        # answer ignores the limit), then the last version seen, in one page (a paged LIST at
+        # a version would skip the watch cache).
+        self.assertEqual((first.get("resourceVersion"), first.get("limit")), ("0", "500"))
+        self.assertEqual(again.get("resourceVersion"), "11", "not the version of the last event")
+        self.assertNotIn("limit", again)
+
+    def test_a_list_again_at_a_version_too_large_for_the_server_lists_at_once_without_one(self):
+        self.api.set_overrides([{"path": NODES + "?resourceVersion=", "status": 504, "times": 1,
+                                 "body": too_large_status(11, 9)}])
+        rv, rc, lines, err, _ = self.reflect_once_expired()
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([l["type"] for l in lines], ["LIST", "ADDED", "LIST", "MODIFIED"])
+        reqs = self.list_requests()
+        self.assertEqual([(r["status"], r["query"].get("resourceVersion")) for r in reqs],
+                         [(200, "0"), (504, "11"), (200, None)])
+        self.assertLess(reqs[2]["at"] - reqs[1]["at"], 0.9, "the LIST without a version waited for a back-off")
+        self.assertIn("Too large resource version", err)
+
+    def test_watch_reflect_asks_each_watch_to_end_after_the_time_out_plus_up_to_as_much_again(self):
+        self.api.set_watch_script([[{"type": "ADDED", "object": node_object("node-h", 51)}]] * 6)
+        rc, lines, err = self.topocni_api("watch", NODES, "--reflect", "--events", "6", "--watch-timeout", "100")
+        self.assertEqual(rc, 0, err)
+        asked = [int(w["query"]["timeoutSeconds"]) for w in self.api.watches()]
+        self.assertGreaterEqual(len(asked), 6)
+        self.assertTrue(all(100 <= t < 200 for t in asked), asked)
+        self.assertGreater(len(set(asked)), 1, "every WATCH asked for the same time-out")
 
     def test_a_watch_refused_with_403_exits_1_naming_the_refusal_and_examples_rbac_yaml(self):
         self.api.set_overrides([{"path": NODES, "query": ["watch"], "status": 403,

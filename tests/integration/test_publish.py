@@ -442,6 +442,18 @@ class Publish(FactsCase):
         self.stop_publisher(p)
         self.assertIn("unchanged, heartbeat", self.log_of(p))
 
+    def test_a_heartbeat_shorter_than_the_interval_is_sent_on_time_not_at_the_next_interval(self):
+        api = self.start_api()
+        p = self.start_publisher("--heartbeat", "10", interval=60)
+        self.wait_for("the annotation", self.published, 10)
+        self.wait_for("the heartbeat PATCH", lambda: len(api.patches()) >= 2, 15)
+        patches = api.patches()
+        # takenAt has whole seconds: due 9 to 10 s after the first PATCH, not after --interval's 60.
+        self.assertGreater(patches[1]["at"] - patches[0]["at"], 8.9)
+        self.assertLess(patches[1]["at"] - patches[0]["at"], 12)
+        self.stop_publisher(p)
+        self.assertIn("unchanged, heartbeat", self.log_of(p))
+
     def test_with_nothing_changed_no_patch_is_sent_and_a_restarted_publisher_sends_none(self):
         self.add_both()
         api = self.start_api()
