@@ -16,11 +16,7 @@ unsigned __int128 as_number(const base::IpAddr& a) {
 
 }  // namespace
 
-std::vector<SetUsage> pool_usage(const Config& cfg, const std::string& network) {
-    HostLocal store(cfg, network);
-    struct stat st;
-    // Listing opens (and so creates) the store; a pool nobody used yet has no reservations.
-    std::vector<Reservation> held = ::stat(store.dir().c_str(), &st) == 0 ? store.list() : std::vector<Reservation>{};
+std::vector<SetUsage> pool_sizes(const Config& cfg) {
     std::vector<SetUsage> out;
     for (auto& set : cfg.ranges) {
         SetUsage u;
@@ -29,10 +25,20 @@ std::vector<SetUsage> pool_usage(const Config& cfg, const std::string& network) 
             u.size += as_number(r.end) - as_number(r.start) + 1;
             if (r.contains(r.gateway)) u.size -= 1;   // the allocator never hands out a gateway
         }
-        for (auto& r : held)
-            if (range_for(set, r.ip)) u.held.push_back(r);
         out.push_back(std::move(u));
     }
+    return out;
+}
+
+std::vector<SetUsage> pool_usage(const Config& cfg, const std::string& network) {
+    HostLocal store(cfg, network);
+    struct stat st;
+    // Listing opens (and so creates) the store; a pool nobody used yet has no reservations.
+    std::vector<Reservation> held = ::stat(store.dir().c_str(), &st) == 0 ? store.list() : std::vector<Reservation>{};
+    std::vector<SetUsage> out = pool_sizes(cfg);
+    for (size_t i = 0; i < out.size(); ++i)
+        for (auto& r : held)
+            if (range_for(cfg.ranges[i], r.ip)) out[i].held.push_back(r);
     return out;
 }
 

@@ -15,6 +15,9 @@ struct SetUsage {
 };
 
 std::vector<SetUsage> pool_usage(const Config& cfg, const std::string& network);
+/// The same sizes, nothing held, without reading the store: a pool as its config makes it
+/// (a facts document judged on another machine has no store here to read).
+std::vector<SetUsage> pool_sizes(const Config& cfg);
 
 /// Addresses of a set that nobody holds.
 unsigned __int128 free_addresses(unsigned __int128 size, unsigned __int128 held);

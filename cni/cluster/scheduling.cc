@@ -84,8 +84,35 @@ std::string ledger_of_master(const NodeFacts& f, const std::string& master) {
     return shared_link(f, master_dev(master)).key;
 }
 
+/// The ledger of `link` in `f`, an empty one added when the facts have none yet:
+/// node-report publishes only the ledgers the state dir has, so a link nobody admitted
+/// rates on has none, and the first pods with rates on it must still count.
+LedgerFacts& ledger_in(NodeFacts& f, const std::string& link) {
+    for (auto& led : f.ledgers)
+        if (led.link == link) return led;
+    LedgerFacts led;
+    led.link = link;
+    f.ledgers.push_back(std::move(led));
+    return f.ledgers.back();
+}
+
+/// The network's pool in `f`, added as its config makes it (nothing held, the sizes
+/// pool_sets gives the evaluation) when the facts do not list it: node-report publishes
+/// only the pools of networks with attachments. Null: the network has no host-local pool.
+NetworkFacts* pool_in(NodeFacts& f, const PodNetwork::Parsed& p) {
+    for (auto& net : f.networks)
+        if (net.name == p.conf.name) return &net;
+    if (!p.pool) return nullptr;
+    NetworkFacts net;
+    net.name = p.conf.name;
+    for (auto& s : pool_sets(f, *p.pool, p.conf.name)) net.sets.push_back({s.range_set, s.size, 0, false});
+    f.networks.push_back(std::move(net));
+    return &f.networks.back();
+}
+
 /// A pending pod's needs taken from the facts: a VF of each SR-IOV network, a link on each
-/// master, an address of each pool, its rates on each ledger.
+/// master, an address of each pool, its rates on each ledger (the pool and the ledger
+/// added when the facts have none yet).
 void reserve(NodeFacts& f, const PendingPod& pod) {
     for (auto& n : pod.networks) {
         if (!n.parsed) continue;
@@ -97,17 +124,13 @@ void reserve(NodeFacts& f, const PendingPod& pod) {
             for (auto& l : f.links)
                 if (l.name == *p.master && l.link_count) ++*l.link_count;
         }
-        for (auto& net : f.networks)
-            if (net.name == p.conf.name)
-                for (auto& s : net.sets) ++s.used;
+        if (auto* net = pool_in(f, p))
+            for (auto& s : net->sets) ++s.used;
         if (p.conf.bandwidth && p.master) {
-            std::string key = ledger_of_master(f, *p.master);
-            for (auto& led : f.ledgers)
-                if (led.link == key) {
-                    led.egress_bps += p.conf.bandwidth->egress ? p.conf.bandwidth->egress->rate_bps : 0;
-                    led.ingress_bps += p.conf.bandwidth->ingress ? p.conf.bandwidth->ingress->rate_bps : 0;
-                    ++led.count;
-                }
+            auto& led = ledger_in(f, ledger_of_master(f, *p.master));
+            led.egress_bps += p.conf.bandwidth->egress ? p.conf.bandwidth->egress->rate_bps : 0;
+            led.ingress_bps += p.conf.bandwidth->ingress ? p.conf.bandwidth->ingress->rate_bps : 0;
+            ++led.count;
         }
     }
 }
@@ -118,10 +141,19 @@ struct Outcome {
     size_t failed = 0;
 };
 
-Outcome evaluate(const PodNetwork::Parsed& p, const NodeFacts& f, const Device& d, const NodeLabels& labels) {
+/// The network on device `d`. The pod's exclusive CPUs are not placed yet: the Topology
+/// Manager places them at admission, with the device, or on `pod_node` when the pod's
+/// devices must share one NUMA node (pod_numa_node).
+Outcome evaluate(const PodNetwork::Parsed& p, const NodeFacts& f, const Device& d, const NodeLabels& labels,
+                 std::optional<int> pod_node = std::nullopt) {
     PodNuma numa;
     Fact dev = device_numa(f, d);
-    if (dev.value) {
+    if (pod_node) {
+        numa.known = true;
+        numa.nodes = {*pod_node};
+        numa.text = "the pod's CPUs are placed on NUMA node " + std::to_string(*pod_node) +
+                    " with all its single-numa-node VFs by the Topology Manager at admission";
+    } else if (dev.value) {
         // The Topology Manager places the pod's exclusive CPUs at admission, with the device.
         numa.known = true;
         numa.nodes = {static_cast<int>(*dev.value)};
@@ -138,6 +170,61 @@ Outcome evaluate(const PodNetwork::Parsed& p, const NodeFacts& f, const Device& 
     o.device = d.kind == Device::Kind::Pci ? d.name : "";
     for (auto& v : o.verdicts) o.failed += !v.pass;
     return o;
+}
+
+/// One free VF per PF and NUMA node of `pfs` stands for all of them: they share every fact.
+std::vector<Device> vf_candidates(const NodeFacts& f, const std::vector<size_t>& pfs) {
+    std::vector<Device> out;
+    std::set<std::pair<std::string, int>> seen;
+    for (size_t i : pfs)
+        for (auto& v : f.pfs[i].vfs)
+            if (!v.in_use && seen.insert({f.pfs[i].pci, v.numa.value_or(-2)}).second) out.push_back(vf_device(v.pci));
+    return out;
+}
+
+bool single_numa_node(const PodNetwork::Parsed& p) {
+    const auto& pl = p.conf.placement;
+    return pl && pl->topology && pl->topology->numa_policy == conf::NumaPolicy::SingleNumaNode;
+}
+
+/// Where the pod's exclusive CPUs go when two or more of its VFs are single-numa-node: the
+/// Topology Manager places them once, with every such VF, so each VF is judged against that
+/// one NUMA node, not against its own (ADD, seeing the real CPUs, refuses a VF elsewhere).
+/// The first NUMA node where every VF network of the pod, in order, gets a VF that passes
+/// (counting those its earlier networks took); none: the one where most do, so the others
+/// fail numaPolicy there with its evidence. Unset: no such pod, or no free VF's NUMA known.
+std::optional<int> pod_numa_node(const std::vector<PodNetwork>& networks, const NodeFacts& doc,
+                                 const NodeLabels& labels) {
+    size_t binding = 0, vf_networks = 0;
+    std::set<int> nodes;
+    for (auto& n : networks) {
+        if (!n.error.empty() || !n.parsed || !wants_vf(*n.parsed, n)) continue;
+        ++vf_networks;
+        if (!single_numa_node(*n.parsed)) continue;
+        ++binding;
+        for (size_t i : pool_pfs(doc, n.resource_name))
+            for (auto& v : doc.pfs[i].vfs)
+                if (!v.in_use && v.numa && *v.numa >= 0) nodes.insert(*v.numa);
+    }
+    if (binding < 2 || nodes.empty()) return std::nullopt;
+    std::optional<int> best;
+    size_t best_met = 0;
+    for (int node : nodes) {
+        NodeFacts f = doc;
+        size_t met = 0;
+        for (auto& n : networks) {
+            if (!n.error.empty() || !n.parsed || !wants_vf(*n.parsed, n)) continue;
+            for (auto& d : vf_candidates(f, pool_pfs(f, n.resource_name)))
+                if (evaluate(*n.parsed, f, d, labels, node).failed == 0) {
+                    ++met;
+                    if (auto [pf, v] = f.vf(d.name); v) const_cast<VfFacts*>(v)->in_use = true;
+                    break;
+                }
+        }
+        if (met == vf_networks) return node;
+        if (!best || met > best_met) best = node, best_met = met;
+    }
+    return best;
 }
 
 /// The headroom a device leaves after this pod, 0..1: the least of free VFs on its PF,
@@ -317,6 +404,7 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
     size_t vf_networks = 0;
     for (auto& n : networks) vf_networks += n.parsed && wants_vf(*n.parsed, n);
     NodeLabels labels{node.labels, "the Node object", node.name, "the Node object"};
+    const std::optional<int> pod_node = stale.empty() ? pod_numa_node(networks, *docp, labels) : std::nullopt;
     double score = 1;
     for (auto& n : networks) {
         if (!n.error.empty()) {
@@ -344,12 +432,7 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
                      "no PF of resource '" + n.resource_name + "' on node " + node.name, true);
                 continue;
             }
-            // One free VF per PF and NUMA node stands for all of them: they share every fact.
-            std::set<std::pair<std::string, int>> seen;
-            for (size_t i : pfs)
-                for (auto& v : doc.pfs[i].vfs)
-                    if (!v.in_use && seen.insert({doc.pfs[i].pci, v.numa.value_or(-2)}).second)
-                        candidates.push_back(vf_device(v.pci));
+            candidates = vf_candidates(doc, pfs);
             if (candidates.empty()) {
                 fail(n, "no free VF of resource " + (n.resource_name.empty() ? "(any)" : n.resource_name),
                      "every VF of resource '" + n.resource_name + "' on node " + node.name + " is in use", false);
@@ -379,7 +462,7 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
         Outcome best;
         bool have = false;
         for (auto& d : candidates) {
-            Outcome o = evaluate(p, doc, d, labels);
+            Outcome o = evaluate(p, doc, d, labels, pod_node);
             if (!have || o.failed < best.failed) best = std::move(o), have = true;
             if (best.failed == 0) break;
         }

@@ -409,7 +409,8 @@ std::vector<PoolSet> pool_sets(const NodeFacts& f, const ipam::Config& pool, con
         for (auto& s : n->sets) put(s.range_set, s.size, s.used, s.held_by_pod);
         return out;
     }
-    for (auto& u : ipam::pool_usage(pool, network)) put(u.range_set, u.size, 0, false);
+    // Not this machine's store: a published document is judged elsewhere (the extender).
+    for (auto& u : ipam::pool_sizes(pool)) put(u.range_set, u.size, 0, false);
     return out;
 }
 

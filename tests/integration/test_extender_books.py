@@ -159,7 +159,6 @@ class Books(unittest.TestCase):
                 self.start(nads, counted, [bound("b1")])
                 self.assertIsNone(self.verdict(), "700 with b1 + 300: fits")
 
-    @unittest.expectedFailure   # product bug, reported: scheduling.cc reserve() adds rates to published ledgers only
     def test_a_bound_pods_rates_count_on_a_link_that_has_no_ledger_yet(self):
         """The first pods with rates on a link: the node's facts have no ledger for eth1 yet
         (node-report publishes the ledgers the state dir has). 600 Mb/s bound of 1000: a next
@@ -187,7 +186,6 @@ class Books(unittest.TestCase):
                    [bound("b1")])
         self.assertIsNone(self.verdict(), "6 held with b1's, 1 for the pod: 1 stays free")
 
-    @unittest.expectedFailure   # product bug, reported: scheduling.cc reserve() counts addresses of published pools only
     def test_a_bound_pod_takes_an_address_of_a_pool_the_node_has_not_used_yet(self):
         """The first pods of a network on a node: its facts have no pool for it yet
         (node-report publishes the pools of networks with attachments). A /29 gives 5; mv

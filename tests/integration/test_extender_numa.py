@@ -122,10 +122,8 @@ class NumaWithTheVf(PlacementCase):
         self.assertError(out, 100)
         self.assertIn("topology.numaPolicy", out.json["msg"])
 
-    # Product bug, reported: scheduling.cc judge_node places the pod's CPUs with each network's
-    # VF separately (evaluate(): numa.nodes = that VF's node), so "split" fits by the extender
-    # while ADD refuses one of its VFs there (and kubelet's Topology Manager the pod).
-    @unittest.expectedFailure
+    # The extender places the pod's CPUs once, on one NUMA node with all its single-numa-node
+    # VFs (scheduling.cc pod_numa_node), as kubelet's Topology Manager does and ADD then sees.
     def test_two_vfs_under_single_numa_node_go_where_one_numa_node_has_both(self):
         """A pod with a VF of each PF, both NADs single-numa-node: its exclusive CPUs can sit
         with both VFs only where both are on one NUMA node. The node as made has PF0's VFs on

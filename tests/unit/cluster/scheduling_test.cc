@@ -259,3 +259,86 @@ TEST_CASE("filter answers with the survivors in the field the scheduler reads, a
     json plain = {{"metadata", {{"name", "q"}, {"namespace", "default"}}}};
     CHECK(json::parse(ext.filter(args(plain, nullptr, {"w2"}), kNow).text())["NodeNames"] == json({"w2"}));
 }
+
+namespace {
+
+/// A node with PF 0000:af:00.0 (intel.com/pf0, VFs on NUMA node `numa0`) and PF
+/// 0000:d8:00.0 (intel.com/pf1, VFs on `numa1`), two free VFs each.
+cni::NodeFacts two_pfs(int numa0, int numa1) {
+    cni::NodeFacts f = facts(numa0, 2, "intel.com/pf0");
+    cni::PfFacts pf = f.pfs[0];
+    pf.pci = "0000:d8:00.0";
+    pf.netdev = "ens4f0";
+    pf.numa = numa1;
+    pf.resource_name = "intel.com/pf1";
+    for (auto& v : pf.vfs) v.pci.replace(5, 2, "d8"), v.numa = numa1;
+    f.pfs.push_back(pf);
+    return f;
+}
+
+PodNetwork vf_of(const std::string& name, const std::string& resource, const json& topology) {
+    json c = {{"cniVersion", "1.0.0"}, {"name", name}, {"type", "topocni"}, {"attachment", "sriov"}, {"topology", topology}};
+    json n = nad(name, c, resource);
+    return pod_network({"default", name, ""}, &n);
+}
+
+}  // namespace
+
+TEST_CASE("a bound pod's rates count on a link whose facts have no ledger yet") {
+    // node-report publishes the ledgers the state dir has: none before the first rates on eth1.
+    auto net = macvlan({{"bandwidth", {{"egressRate", 600'000'000}, {"ingressRate", 1'000'000}}},
+                        {"topology", {{"linkCapacityMbps", 1000}}}});
+    REQUIRE(net.error.empty());
+    NodeView v = view(facts());
+    REQUIRE(v.facts->ledgers.empty());
+    CHECK(judge({net}, v).fits);
+    PendingPod first{"first-uid", "first", {net}};
+    auto second = judge({net}, v, {&first});
+    CHECK_FALSE(second.fits);
+    CHECK(second.reason == "topocni: default/mv: bandwidth not met");
+    CHECK(has(second.evidence, "committed egress 600 Mb/s"));
+}
+
+TEST_CASE("a bound pod takes an address of a pool the node's facts do not list yet, sized by the NAD") {
+    // node-report publishes the pools of networks with attachments; a /29 gives 5 addresses.
+    auto net = macvlan({{"ipam", {{"type", "host-local"}, {"subnet", "10.79.0.0/29"}, {"dataDir", "/nonexistent/topocni"}}},
+                        {"topology", {{"minFreeAddresses", 3}}}});
+    REQUIRE(net.error.empty());
+    NodeView v = view(facts());
+    REQUIRE(v.facts->networks.empty());
+    PendingPod a{"a-uid", "a", {net}}, b{"b-uid", "b", {net}};
+    CHECK(judge({net}, v, {&a}).fits);   // 5 - 1 bound - 1 for the pod: 3 stay free
+    auto two = judge({net}, v, {&a, &b});
+    CHECK_FALSE(two.fits);
+    CHECK(two.reason == "topocni: default/mv: topology.minFreeAddresses not met");
+    CHECK(has(two.evidence, "5 addresses, 2 reserved, 2 free after this allocation"));
+}
+
+TEST_CASE("two single-numa-node VFs fit only where one NUMA node holds a free VF for each") {
+    auto east = vf_of("east", "intel.com/pf0", {{"numaPolicy", "single-numa-node"}});
+    auto west = vf_of("west", "intel.com/pf1", {{"numaPolicy", "single-numa-node"}});
+    REQUIRE(east.error.empty());
+    CHECK(judge({east}, view(two_pfs(0, 1))).fits);   // each alone fits with its own CPUs
+    CHECK(judge({west}, view(two_pfs(0, 1))).fits);
+    auto split = judge({east, west}, view(two_pfs(0, 1)));
+    CHECK_FALSE(split.fits);
+    CHECK(split.reason == "topocni: default/west: topology.numaPolicy not met");
+    CHECK(has(split.evidence, "the pod's CPUs are placed on NUMA node 0 with all its single-numa-node VFs"));
+    CHECK(split.resolvable);   // a VF may free up where the other is
+    CHECK(judge({east, west}, view(two_pfs(1, 1))).fits);
+    // Without the policy the CPUs need not join the VFs.
+    CHECK(judge({vf_of("east", "intel.com/pf0", json::object()), west}, view(two_pfs(0, 1))).fits);
+}
+
+TEST_CASE("two single-numa-node VFs of one resource count the VF the first one takes") {
+    auto a = vf_of("a", "intel.com/sriov", {{"numaPolicy", "single-numa-node"}});
+    auto b = vf_of("b", "intel.com/sriov", {{"numaPolicy", "single-numa-node"}});
+    cni::NodeFacts f = facts(0, 1);   // VFs .1 .2 .3 free
+    f.pfs[0].vfs[2].numa = 1;
+    f.pfs[0].vfs[3].numa = 1;
+    CHECK(judge({a, b}, view(f)).fits);   // both on NUMA node 1
+    f.pfs[0].vfs[3].in_use = true;        // one free on each NUMA node
+    auto one_each = judge({a, b}, view(f));
+    CHECK_FALSE(one_each.fits);
+    CHECK(one_each.reason == "topocni: default/b: topology.numaPolicy not met");
+}
