@@ -14,12 +14,18 @@ DEB_DEPS := cmake g++ clang libclang-rt-14-dev make pkg-config nlohmann-json3-de
             openssl iproute2 iputils-ping python3 python3-yaml containernetworking-plugins \
             podman runc containerd busybox-static time
 
-SAN_BUILD     ?= build-asan
-FUZZ_BUILD    ?= build-fuzz
+# One clang build with ASan and UBSan (build-san/) holds both the libFuzzer targets and the
+# sanitizer build of the whole suite: every source compiled once for the two.
+SAN_BUILD     ?= build-san
+FUZZ_BUILD    ?= $(SAN_BUILD)
+# ctest runs this many tests at once: each integration test makes its own namespaces, links
+# and temp dirs (named with its pid), and most of their time is spent waiting on the kernel,
+# sockets and timers, so two cores serve more than two.
+TEST_JOBS     ?= 4
 FUZZ_SECONDS  ?= 60
 FUZZ_TARGETS  := $(patsubst tests/fuzz/%.cc,fuzz_%,$(wildcard tests/fuzz/*.cc))
 
-.PHONY: all deps build release test demo install deb bench fuzz-build fuzz test-sanitize clean
+.PHONY: all deps build release test demo install deb bench san-configure fuzz-build fuzz test-sanitize clean
 
 all: build
 
@@ -43,20 +49,22 @@ release: deps
 
 # Every test: unit and integration (ctest), then each fuzz target for a few seconds.
 test: build release fuzz-build
-	cd $(BUILD) && TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure
+	cd $(BUILD) && TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure -j $(TEST_JOBS)
 	tests/fuzz/run.sh $(FUZZ_BUILD) 5
 
 # The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer.
-test-sanitize: deps release
-	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTOPOCNI_FAILPOINTS=ON -DTOPOCNI_SANITIZE=ON
+# (The fuzz targets of `make test` are already built there; this adds the rest.)
+test-sanitize: deps release san-configure
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  TOPOCNI_CHURN_CYCLES=500 TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure
+	  TOPOCNI_CHURN_CYCLES=500 TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure -j $(TEST_JOBS)
+
+san-configure: deps
+	CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTOPOCNI_FAILPOINTS=ON -DTOPOCNI_FUZZ=ON
 
 # libFuzzer targets (clang), one per parser of outside input.
-fuzz-build: deps
-	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOPOCNI_FUZZ=ON
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
+fuzz-build: san-configure
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
 
 fuzz: fuzz-build
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
@@ -80,4 +88,4 @@ bench: release
 	/usr/bin/python3 bench/admission.py --topocni $(RELEASE_BUILD)/topocni --out bench/results
 
 clean:
-	rm -rf $(BUILD) $(RELEASE_BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(RELEASE_BUILD) $(SAN_BUILD) build-asan build-fuzz

@@ -20,7 +20,7 @@ std::vector<std::string> words(const std::string& line) {
     return out;
 }
 
-void apply(base::Dns& dns, const std::vector<std::string>& w) {
+void take_line(base::Dns& dns, const std::vector<std::string>& w) {
     // Keyword lines need a value; a bare keyword is skipped like the reference does.
     if (w.size() < 2 || w[0][0] == '#' || w[0][0] == ';') return;
     if (w[0] == "nameserver") dns.nameservers.push_back(w[1]);
@@ -55,7 +55,7 @@ std::string slurp(const std::string& path) {
 base::Dns parse_resolv_conf(const std::string& path) {
     std::istringstream in(slurp(path));
     base::Dns dns;
-    for (std::string line; std::getline(in, line);) apply(dns, words(line));
+    for (std::string line; std::getline(in, line);) take_line(dns, words(line));
     return dns;
 }
 

@@ -38,7 +38,9 @@ constexpr size_t kRecvBufferSize = 128 * 1024;
 
 std::string errno_text(int err) { return std::generic_category().message(err); }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+// Not "quoted": with <iomanip> in sight (the precompiled header) a call on a std::string
+// would find std::quoted by argument-dependent lookup too.
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 /// The kernel's verdict on one request.
 struct Reply {
@@ -229,7 +231,7 @@ struct Socket::Impl {
         m.header<ifinfomsg>()->ifi_index = index;
         if (!name.empty()) m.str(IFLA_IFNAME, name);
         std::optional<Link> link;
-        auto what = "get link " + (name.empty() ? quoted("#" + std::to_string(index)) : quoted(name));
+        auto what = "get link " + (name.empty() ? in_quotes("#" + std::to_string(index)) : in_quotes(name));
         if (call(m, what, {ENODEV}, [&](const nlmsghdr* h) { link = parse_link(h); })) return std::nullopt;
         return link;
     }
@@ -237,10 +239,10 @@ struct Socket::Impl {
     /// A link's name for an error message; falls back to its index (never throws).
     std::string label(int index) {
         try {
-            if (auto l = get_link(index, {})) return quoted(l->name);
+            if (auto l = get_link(index, {})) return in_quotes(l->name);
         } catch (const base::Error&) {
         }
-        return quoted("#" + std::to_string(index));
+        return in_quotes("#" + std::to_string(index));
     }
 
     /// Throws for a failed request about a link, naming it only now: the lookup costs a
@@ -311,7 +313,7 @@ void Socket::create_veth(const VethSpec& s) {
         if (s.mtu) m.u32(IFLA_MTU, *s.mtu);
         if (s.peer_mac) m.mac(IFLA_ADDRESS, *s.peer_mac);
     }
-    impl_->call(m, "create veth " + quoted(s.name) + " (peer " + quoted(s.peer_name) + ")");
+    impl_->call(m, "create veth " + in_quotes(s.name) + " (peer " + in_quotes(s.peer_name) + ")");
 }
 
 void Socket::create_macvlan(const MacvlanSpec& s) {
@@ -328,7 +330,7 @@ void Socket::create_macvlan(const MacvlanSpec& s) {
         Nest data(m, IFLA_INFO_DATA);
         m.u32(IFLA_MACVLAN_MODE, s.mode);
     }
-    impl_->call(m, "create macvlan " + quoted(s.name));
+    impl_->call(m, "create macvlan " + in_quotes(s.name));
 }
 
 Link Socket::ensure_bridge(const std::string& name, std::optional<int> mtu) {
@@ -340,10 +342,10 @@ Link Socket::ensure_bridge(const std::string& name, std::optional<int> mtu) {
         Nest info(m, IFLA_LINKINFO);
         m.str(IFLA_INFO_KIND, "bridge");
     }
-    impl_->call(m, "create bridge " + quoted(name), {EEXIST});
+    impl_->call(m, "create bridge " + in_quotes(name), {EEXIST});
     auto link = get_link(name);
-    if (!link) netns::fail("bridge " + quoted(name) + " vanished right after creation", ENODEV);
-    if (link->kind != "bridge") netns::fail_invalid(quoted(name) + " already exists but is not a bridge");
+    if (!link) netns::fail("bridge " + in_quotes(name) + " vanished right after creation", ENODEV);
+    if (link->kind != "bridge") netns::fail_invalid(in_quotes(name) + " already exists but is not a bridge");
     return *link;
 }
 
@@ -370,12 +372,12 @@ void Socket::set_master(int index, int master_index) {
 }
 
 void Socket::rename(int index, const std::string& new_name) {
-    impl_->modify(index, [&](auto& l) { return "rename link " + l + " to " + quoted(new_name); },
+    impl_->modify(index, [&](auto& l) { return "rename link " + l + " to " + in_quotes(new_name); },
                   [&](Msg& m, ifinfomsg*) { m.str(IFLA_IFNAME, new_name); });
 }
 
 void Socket::set_mac(int index, const std::string& mac) {
-    impl_->modify(index, [&](auto& l) { return "set MAC " + quoted(mac) + " on link " + l; },
+    impl_->modify(index, [&](auto& l) { return "set MAC " + in_quotes(mac) + " on link " + l; },
                   [&](Msg& m, ifinfomsg*) { m.mac(IFLA_ADDRESS, mac); });
 }
 
@@ -397,7 +399,7 @@ void Socket::set_netns(int index, int netns_fd) {
 void Socket::move_link(int index, int netns_fd, const std::string& name) {
     // do_setlink moves first (using IFLA_IFNAME as the name to take if the current one is
     // in use in the target), then renames the link, now in the target, to IFLA_IFNAME.
-    impl_->modify(index, [&](auto& l) { return "move link " + l + " to another netns as " + quoted(name); },
+    impl_->modify(index, [&](auto& l) { return "move link " + l + " to another netns as " + in_quotes(name); },
                   [&](Msg& m, ifinfomsg*) {
                       m.u32(IFLA_NET_NS_FD, netns_fd);
                       m.str(IFLA_IFNAME, name);
@@ -422,7 +424,7 @@ bool Socket::del_link(const std::string& name) {
     Msg m(RTM_DELLINK, 0);
     m.header<ifinfomsg>();
     m.str(IFLA_IFNAME, name);
-    return impl_->call(m, "delete link " + quoted(name), {ENODEV}) == 0;
+    return impl_->call(m, "delete link " + in_quotes(name), {ENODEV}) == 0;
 }
 
 // --- addresses ---
@@ -449,7 +451,7 @@ void Socket::add_addr_flags(int index, const base::IpNet& addr, uint32_t flags, 
     Reply r = impl_->exchange(m);
     if (r.err && r.err != EEXIST)
         impl_->fail_link(
-            index, [&](auto& l) { return "add address " + quoted(addr.str()) + " to link " + l; }, r);
+            index, [&](auto& l) { return "add address " + in_quotes(addr.str()) + " to link " + l; }, r);
 }
 
 void Socket::del_addr(int index, const base::IpNet& addr) {
@@ -464,7 +466,7 @@ void Socket::del_addr(int index, const base::IpNet& addr) {
     Reply r = impl_->exchange(m);
     if (r.err && r.err != EADDRNOTAVAIL && r.err != ENODEV)
         impl_->fail_link(
-            index, [&](auto& l) { return "delete address " + quoted(addr.str()) + " from link " + l; }, r);
+            index, [&](auto& l) { return "delete address " + in_quotes(addr.str()) + " from link " + l; }, r);
 }
 
 std::vector<Addr> Socket::list_addrs(int family, int index) {
@@ -498,7 +500,7 @@ void put_route(Msg& m, const RouteSpec& r) {
 }
 
 std::string route_label(const RouteSpec& r) {
-    std::string s = quoted(r.dst.str());
+    std::string s = in_quotes(r.dst.str());
     if (r.gw) s += " via " + r.gw->str();
     return s;
 }
