@@ -102,7 +102,30 @@ class Protocol(NetnsTestCase):
         self.assertEqual(out.json["ips"][0]["address"], "10.77.0.99/24")
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
 
-    def test_a_retried_add_of_the_ipam_keeps_the_same_address(self):
+    def test_a_retried_add_whose_interface_is_there_is_code_105_and_the_first_attachment_keeps_working(self):
+        # CNI spec, ADD: "If an interface of the requested name already exists in the
+        # container, the CNI plugin MUST return with an error", a retry included.
+        pod, path = self.make_pod()
+        conf = self.conf()
+        before = self.files()
+        first = self.run_plugin("ADD", conf, netns=path)
+        self.assertOk(first)
+        ip = first.json["ips"][0]["address"].split("/")[0]
+        files, links = self.files(), (self.links(self.node), self.links(pod))
+        for cid, why in (("c1", "an earlier ADD of container 'c1'"), ("c2", "not an attachment of container 'c2'")):
+            with self.subTest(container=cid):
+                retry = self.run_plugin("ADD", conf, container_id=cid, netns=path)
+                self.assertError(retry, 105, f"interface 'eth0' already exists in the pod netns '{path}'", why)
+                self.assertFilesUnchanged(files, f"ADD of {cid} again")
+                self.assertEqual((self.links(self.node), self.links(pod)), links)
+        self.assertTrue(self.ping(self.node, ip), "the first attachment still works")
+        self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=first.json), netns=path))
+        self.assertOk(self.run_plugin("DEL", conf, netns=path))
+        self.assertEqual(self.ipam_files(conf["name"]), [])
+        self.assertEqual((set(self.links(self.node)), set(self.links(pod))), ({"lo"}, {"lo"}))
+        self.assertOnlyBookkeepingLeft(before, "DEL after the refused retry")
+
+    def test_a_retried_add_whose_interface_is_gone_keeps_the_same_address(self):
         # The first ADD's link is removed behind our back, as when a runtime restarts mid-ADD.
         pod, path = self.make_pod()
         conf = self.conf()
