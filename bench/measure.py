@@ -119,6 +119,13 @@ def result_ips(p):
         return []
 
 
+def error_code(p):
+    try:
+        return json.loads(p.stdout).get("code")
+    except (ValueError, AttributeError):
+        return None
+
+
 def failure_text(what, p):
     return f"{what}: rc={p.rc} stdout={p.stdout.strip()[:300]!r} stderr={p.stderr.strip()[:300]!r}"
 
@@ -389,7 +396,30 @@ class Bench:
                for who, ls in lanes_all.items()}
         self.data["placement"] = {who: {"add": summary(v[0]), "del": summary(v[1])} for who, v in res.items()}
         self.data["placement"]["constraints"] = {k: constrained[k] for k in ("nodeSelector", "topology")}
+        self.data["placement"]["refused"] = self.refusals(cfg, common, uid)
         print("  placement done", file=sys.stderr)
+
+    def refusals(self, cfg, common, uid):
+        """A refused ADD (code 100, nodeSelector) with and without the pod's refusal record
+        (<stateDir>/refused/<ns>_<name>.json, written only when CNI_ARGS names the pod), in
+        interleaved lanes: what the record costs the ADD. Each lane refuses the same pod
+        again and again, as kubelet retries a sandbox, so the record is rewritten each time."""
+        refused = dict(common, nodeSelector={"example.com/zone": "b"})
+        named = f"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=x;K8S_POD_UID={uid}"
+        unnamed = f"IgnoreUnknown=1;K8S_POD_INFRA_CONTAINER_ID=x;K8S_POD_UID={uid}"
+        per_round = max(1, self.a.placement_ops // self.a.rounds)
+        lanes_all = {"without record": [], "with record": []}
+        for r in range(self.a.rounds):
+            lanes = [PluginLane(self, cfg, self.topocni, extra=refused, args=unnamed, refused=True),
+                     PluginLane(self, cfg, self.topocni, extra=refused, args=named, refused=True)]
+            lanes_all["without record"].append(lanes[0])
+            lanes_all["with record"].append(lanes[1])
+            self.run_lanes(lanes, per_round + self.a.warmup, r)
+            for who, lane in zip(lanes_all, lanes):
+                rec = os.path.join(lane.at.state_dir, "refused", "default_p.json")
+                if os.path.exists(rec) != (who == "with record"):
+                    self.problem(f"refused ADD {who}: the refusal record is {'missing' if who == 'with record' else 'there'}")
+        return {who: summary([x for l in ls for x in l.times["add"]]) for who, ls in lanes_all.items()}
 
     # --- peak RSS and sizes
 
@@ -438,9 +468,10 @@ class Bench:
 class PluginLane:
     """One plugin's ADD/DEL pairs in one round: its own node netns, store and pods."""
 
-    def __init__(self, bench, cfg, plugin, extra=None, args=None, prepare=None, slow_cap=None):
+    def __init__(self, bench, cfg, plugin, extra=None, args=None, prepare=None, slow_cap=None, refused=False):
         self.b, self.cfg, self.plugin = bench, cfg, plugin
         self.extra, self.args, self.prepare, self.slow_cap = extra, args, prepare, slow_cap
+        self.refused = refused   # every ADD must be a placement refusal (code 100)
         self.times = {"add": [], "del": [], "add_cpu": [], "del_cpu": []}
         self.capped = False
         self.node, self.pods, self.limit = None, [], None
@@ -465,7 +496,10 @@ class PluginLane:
             a = finish(self.plugin.start("ADD", conf, cid, pod, self.args))
             d = finish(self.plugin.start("DEL", conf, cid, pod, self.args))
         self.used = i + 1
-        if a.rc != 0:
+        if self.refused:
+            if a.rc == 0 or error_code(a) != 100:
+                self.b.problem(failure_text(f"{name} ADD (a refusal, code 100, expected)", a))
+        elif a.rc != 0:
             self.b.problem(failure_text(f"{name} ADD", a))
         elif not result_ips(a):
             self.b.problem(f"{name} ADD printed no IPs: {a.stdout[:200]!r}")

@@ -200,6 +200,19 @@ def report(d, ev, meta):
               f"{ms(a['p90'])} / {ms(a['p99'])} ({a['n']}) | "
               f"{rx(ratio(a['median'], P['plain']['add']['median']))} |")
         w("")
+        R = P.get("refused")
+        if R:
+            w("A refused ADD (code 100, `nodeSelector`), the same pod refused again and again as kubelet retries it: "
+              "without and with the pod's refusal record (`<stateDir>/refused/<ns>_<name>.json`, written when "
+              "`CNI_ARGS` names the pod), interleaved.")
+            w("")
+            w("| refused ADD | median / p90 / p99 (n) | vs without record |")
+            w("|---|---|---:|")
+            for who in ("without record", "with record"):
+                a = R[who]
+                w(f"| {who} | {ms(a['median'])} / {ms(a['p90'])} / {ms(a['p99'])} ({a['n']}) | "
+                  f"{rx(ratio(a['median'], R['without record']['median']))} |")
+            w("")
     w("## Peak RSS and size")
     w("")
     w("Peak RSS: `/usr/bin/time -v`, max over samples; for the reference it covers the plugin and the host-local it "

@@ -12,7 +12,8 @@ What is measured (see bench/README.md for the method):
     kernel work over rtnetlink in one process and times it itself.
   - bursts of N parallel ADDs then DELs: wall time, failures, duplicate addresses, leftovers.
   - IPAM scale: ADD with 0, 1000, 10000 reservations already in the store (both plugins).
-  - placement validation: topocni macvlan ADD with and without nodeSelector + topology.
+  - placement validation: topocni macvlan ADD with and without nodeSelector + topology; a refused ADD (code 100)
+    with and without the pod's refusal record (CNI_ARGS naming the pod or not), side by side.
   - peak RSS (/usr/bin/time -v) and binary sizes.
 Rounds of the participants are interleaved (A B F, B F A, ...), each in fresh namespaces. Everything lives in a
 temp dir and in namespaces named bz<pid>-...; they are removed at exit, also on failure or Ctrl-C.

@@ -28,11 +28,11 @@ std::optional<netns::Handle> open_pod_netns_if_present(const std::string& path, 
     }
 }
 
-void require_ifname_free(const netns::Handle& pod, const std::string& ifname) {
+void require_ifname_free(const netns::Handle& pod, const std::string& path, const std::string& ifname) {
     netns::with(pod, [&] {
         netns::nl::Socket s;
         if (s.get_link(ifname))
-            throw Error(kLinkExists, "interface '" + ifname + "' already exists in the pod netns");
+            throw Error(kLinkExists, "interface '" + ifname + "' already exists in the pod netns '" + path + "'");
     });
 }
 

@@ -12,8 +12,9 @@ namespace cni {
 netns::Handle open_pod_netns(const std::string& path, const netns::Handle& host);
 /// DEL: nullopt when the path is empty, gone, or not a namespace any more.
 std::optional<netns::Handle> open_pod_netns_if_present(const std::string& path, const netns::Handle& host);
-/// Code 100 when `ifname` already exists in the pod netns (spec: ADD MUST fail).
-void require_ifname_free(const netns::Handle& pod, const std::string& ifname);
+/// Code 105 naming the interface and the netns (`path`, for the message) when `ifname`
+/// already exists in the pod netns (spec: ADD MUST fail).
+void require_ifname_free(const netns::Handle& pod, const std::string& path, const std::string& ifname);
 
 /// True when `path` still names a network namespace.
 bool netns_exists(const std::string& path);

@@ -29,8 +29,8 @@ public:
     // Placement's questions (Subject): the device the attachment uses on the node (see
     // attach/device.h), the host-local pool it draws from, the link records name when the
     // device shares none.
-    /// ADD and CHECK: what needs the node but changes nothing (the interface name is free,
-    /// the master exists, the MTU fits...).
+    /// ADD: what needs the node but changes nothing (the master exists, the VF is free, the
+    /// MTU fits...). The verb has checked already that the pod's interface name is free.
     virtual void preflight(Context&) {}
     /// Creates the pod interface, applies `ipam` (addresses, routes) inside the pod, and
     /// appends what it created to `result.interfaces`. Registers undo steps on `undo`.

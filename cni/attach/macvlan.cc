@@ -60,7 +60,6 @@ public:
     explicit Macvlan(MacvlanKeys keys) : keys_(std::move(keys)) {}
 
     void preflight(Context& ctx) override {
-        require_ifname_free(*ctx.pod, ctx.env.ifname);
         find_master(ctx);
     }
 

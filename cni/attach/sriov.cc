@@ -274,7 +274,6 @@ public:
     // that matter under the VF's lock.
     void preflight(Context& ctx) override {
         const auto& c = ctx.conf;
-        require_ifname_free(*ctx.pod, ctx.env.ifname);
         if (keys_.device_id.empty())
             fail_config("deviceID: missing: set deviceID (Multus injects it from the network's "
                         "k8s.v1.cni.cncf.io/resourceName), pciBusID or runtimeConfig.deviceID");

@@ -11,7 +11,6 @@
 #include "cni/attach/host_name.h"
 #include "cni/attach/ifconfig.h"
 #include "cni/attach/shaping.h"
-#include "cni/pod_netns.h"
 #include "conf/fields.h"
 #include "netns/netlink.h"
 #include "netns/sysctl.h"
@@ -49,8 +48,6 @@ VethKeys read_veth_keys(const conf::NetConf& c, conf::Purpose purpose) {
 class Veth : public Attachment {
 public:
     explicit Veth(VethKeys keys) : keys_(std::move(keys)) {}
-
-    void preflight(Context& ctx) override { require_ifname_free(*ctx.pod, ctx.env.ifname); }
 
     Device device(const conf::NetConf&) const override {
         Device d;

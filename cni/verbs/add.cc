@@ -21,19 +21,31 @@ Record record_of(const Env& env, const conf::NetConf& c, const Subject& subject)
     return r;
 }
 
-/// The result of an earlier, completed ADD of this attachment in this version, when its
-/// pod interface is still in the pod netns.
-std::optional<nlohmann::json> completed_result(const Env& env, const conf::NetConf& c, const netns::Handle& pod) {
+/// Why the interface is there, for the 105's details: this attachment's own earlier ADD
+/// (a retry: the runtime keeps that result) or someone else's.
+std::string why_taken(const Env& env, const conf::NetConf& c) {
     auto rec = read_record(c.state_dir, c.name, env.container_id, env.ifname);
-    if (!rec || !rec->completed_ns || rec->result.is_null() || rec->netns != env.netns) return std::nullopt;
-    if (rec->result.value("cniVersion", "") != c.cni_version) return std::nullopt;
+    std::string who = "container '" + env.container_id + "' in network '" + c.name + "'";
+    if (!rec || rec->netns != env.netns)
+        return "not an attachment of " + who + ": choose another CNI_IFNAME, or DEL what holds it";
+    if (rec->completed_ns)
+        return "an earlier ADD of " + who + " completed and made it: DEL it before adding it again "
+               "(the runtime keeps its result; CHECK verifies it)";
+    return "an earlier ADD of " + who + " is running or died part-way: DEL it before adding it again";
+}
+
+/// The spec (ADD): "If an interface of the requested name already exists in the container,
+/// the CNI plugin MUST return with an error." A retry of an ADD that completed is no
+/// exception. Checked first, for every kind, before anything is written: a later refusal
+/// would roll back what the first ADD holds under the same owner (its record, its
+/// addresses), and a delegate's plugin fails only after our record was rewritten.
+void refuse_existing_interface(const Env& env, const conf::NetConf& c, const netns::Handle& pod) {
     try {
-        require_ifname_free(pod, env.ifname);
-        return std::nullopt;   // the interface is gone: a new ADD makes it again
-    } catch (const base::Error& e) {
-        if (code_of(e) != kLinkExists) throw;
+        require_ifname_free(pod, env.netns, env.ifname);
+    } catch (const Error& e) {
+        if (e.code != kLinkExists) throw;
+        throw Error(kLinkExists, e.what(), why_taken(env, c));
     }
-    return rec->result;
 }
 
 int lock_timeout_ms(const conf::NetConf& c) {
@@ -49,9 +61,8 @@ int lock_timeout_ms(const conf::NetConf& c) {
 Output cmd_add(const Env& env, const conf::NetConf& c, Attachment& kind) {
     auto host = netns::Handle::current();
     auto pod = open_pod_netns(env.netns, host);
-    // A retry of an ADD that completed (same container ID, ifname and netns, the interface
-    // still there) gets the first result again: the runtime may have lost it.
-    if (auto done = completed_result(env, c, pod)) return *done;
+    // A retry whose interface is gone goes on below: IPAM gives the owner its addresses again.
+    refuse_existing_interface(env, c, pod);
     Context ctx{env, c, host, &pod};
     const Subject& subject = kind;
     kind.preflight(ctx);

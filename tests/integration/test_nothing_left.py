@@ -112,6 +112,51 @@ class Promises(NetnsTestCase):
                 self.assertOk(self.run_plugin("DEL", conf, container_id="gone", netns=path, ifname="net1"))
                 self.assertOnlyBookkeepingLeft(before, kind)
 
+    def test_a_retried_add_of_every_kind_whose_interface_is_there_is_code_105_and_changes_nothing(self):
+        # CNI spec, ADD: "If an interface of the requested name already exists in the
+        # container, the CNI plugin MUST return with an error." A retry of a completed ADD
+        # (same container ID, ifname and netns) is no exception; the first attachment, its
+        # record and its addresses (the same owner's) stay exactly as they were.
+        for kind, conf in self.kinds().items():
+            if kind == "sriov dpdk":
+                continue   # no interface in the pod: see the next test
+            with self.subTest(kind=kind):
+                before = self.files()
+                pod, path = self.make_pod()
+                first = self.run_plugin("ADD", conf, container_id="r1", netns=path, ifname="net1")
+                self.assertOk(first)
+                files, links = self.files(), (self.link_state(self.node), self.link_state(pod))
+                retry = self.run_plugin("ADD", conf, container_id="r1", netns=path, ifname="net1")
+                self.assertError(retry, 105, "interface 'net1'", path, "DEL it before adding it again")
+                self.assertFilesUnchanged(files, f"{kind}: the retried ADD")
+                self.assertEqual((self.link_state(self.node), self.link_state(pod)), links, f"{kind}: links")
+                self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=first.json), container_id="r1",
+                                              netns=path, ifname="net1"))
+                self.assertOk(self.run_plugin("DEL", conf, container_id="r1", netns=path, ifname="net1"))
+                self.assertEqual(set(self.links(pod)), {"lo"}, kind)
+                self.assertOnlyBookkeepingLeft(before, f"{kind}: DEL after the refused retry")
+
+    def test_a_retried_add_whose_interface_is_gone_makes_it_again_with_the_same_addresses(self):
+        # The friendly part the spec allows: no interface of that name, so the ADD runs,
+        # and IPAM gives the same owner the addresses it holds. A DPDK VF never has one.
+        for kind in ("veth", "veth in a bridge", "macvlan", "sriov dpdk"):
+            with self.subTest(kind=kind):
+                conf = self.kinds()[kind]
+                before = self.files()
+                pod, path = self.make_pod()
+                first = self.run_plugin("ADD", conf, container_id="g1", netns=path, ifname="net1")
+                self.assertOk(first)
+                if "dpdk" not in kind:
+                    sh("ip", "link", "del", "net1", ns=pod)
+                again = self.run_plugin("ADD", conf, container_id="g1", netns=path, ifname="net1")
+                self.assertOk(again)
+                self.assertEqual(again.json["ips"], first.json["ips"], kind)
+                self.assertEqual(len(self.ipam_files(conf["name"])), 1, kind)
+                self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=again.json), container_id="g1",
+                                              netns=path, ifname="net1"))
+                self.assertOk(self.run_plugin("DEL", conf, container_id="g1", netns=path, ifname="net1"))
+                self.assertOnlyBookkeepingLeft(before, f"{kind}: DEL after the second ADD")
+
     def test_gc_of_a_stale_attachment_leaves_only_named_bookkeeping(self):
         for kind in ("veth", "macvlan", "sriov with ipam"):
             with self.subTest(kind=kind):

@@ -1,4 +1,6 @@
 """The CNI protocol as a runtime sees it: environment, stdin, stdout, codes, versions."""
+import json
+import os
 import time
 
 from cnitest import ALL_VERSIONS, REF_DIR, NetnsTestCase, main, sh
@@ -102,7 +104,30 @@ class Protocol(NetnsTestCase):
         self.assertEqual(out.json["ips"][0]["address"], "10.77.0.99/24")
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
 
-    def test_a_retried_add_of_the_ipam_keeps_the_same_address(self):
+    def test_a_retried_add_whose_interface_is_there_is_code_105_and_the_first_attachment_keeps_working(self):
+        # CNI spec, ADD: "If an interface of the requested name already exists in the
+        # container, the CNI plugin MUST return with an error", a retry included.
+        pod, path = self.make_pod()
+        conf = self.conf()
+        before = self.files()
+        first = self.run_plugin("ADD", conf, netns=path)
+        self.assertOk(first)
+        ip = first.json["ips"][0]["address"].split("/")[0]
+        files, links = self.files(), (self.links(self.node), self.links(pod))
+        for cid, why in (("c1", "an earlier ADD of container 'c1'"), ("c2", "not an attachment of container 'c2'")):
+            with self.subTest(container=cid):
+                retry = self.run_plugin("ADD", conf, container_id=cid, netns=path)
+                self.assertError(retry, 105, f"interface 'eth0' already exists in the pod netns '{path}'", why)
+                self.assertFilesUnchanged(files, f"ADD of {cid} again")
+                self.assertEqual((self.links(self.node), self.links(pod)), links)
+        self.assertTrue(self.ping(self.node, ip), "the first attachment still works")
+        self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=first.json), netns=path))
+        self.assertOk(self.run_plugin("DEL", conf, netns=path))
+        self.assertEqual(self.ipam_files(conf["name"]), [])
+        self.assertEqual((set(self.links(self.node)), set(self.links(pod))), ({"lo"}, {"lo"}))
+        self.assertOnlyBookkeepingLeft(before, "DEL after the refused retry")
+
+    def test_a_retried_add_whose_interface_is_gone_keeps_the_same_address(self):
         # The first ADD's link is removed behind our back, as when a runtime restarts mid-ADD.
         pod, path = self.make_pod()
         conf = self.conf()
@@ -136,6 +161,29 @@ class Protocol(NetnsTestCase):
         self.assertEqual(self.ipam_files(conf["name"]), [])
         self.assertEqual(set(self.links(self.node)), {"lo"})
         self.assertError(self.run_plugin("GC", conf), 7, "valid-attachments")
+
+    def test_gc_keeps_an_unlisted_attachment_whose_add_completed_after_gc_started_and_releases_the_rest(self):
+        # README, behaviour differences: an unlisted record whose completedBoottimeNs is at or
+        # after GC's start raced the runtime's list and is kept; one before it is released.
+        conf = self.conf()
+        pods = {cid: self.make_pod() for cid in ("before", "after")}
+        for cid, (ns, path) in pods.items():
+            self.assertOk(self.run_plugin("ADD", conf, container_id=cid, netns=path))
+        records = os.path.join(self.state_dir, "attachments", conf["name"])
+        now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        for cid, completed in (("before", now - 1_000_000_000), ("after", now + 3600 * 1_000_000_000)):
+            p = os.path.join(records, f"{cid}_eth0.json")
+            with open(p) as f:
+                rec = json.load(f)
+            rec["completedBoottimeNs"] = completed
+            with open(p, "w") as f:
+                json.dump(rec, f)
+        self.assertOk(self.run_plugin("GC", dict(conf, **{"cni.dev/valid-attachments": []})))
+        self.assertEqual(sorted(os.listdir(records)), ["after_eth0.json"])
+        self.assertEqual(len(self.ipam_files(conf["name"])), 1)
+        self.assertEqual(set(self.links(pods["after"][0])), {"lo", "eth0"})
+        self.assertEqual(len(self.links(self.node)), 2, "lo and the kept attachment's host end")
+        self.assertOk(self.run_plugin("DEL", conf, container_id="after", netns=pods["after"][1]))
 
     def test_status_reports_an_exhausted_pool_as_code_50(self):
         conf = self.conf()

@@ -72,7 +72,9 @@ class Readme(NetnsTestCase):
         self.assertEqual(len(results), 2, out)
         first, retry = (json.loads(r) for r in results)
         self.assertEqual(first["interfaces"][0]["name"], "net1")
-        self.assertEqual(retry, first, "a retried ADD returns the first result")
+        self.assertEqual(retry["code"], 105, "a retried ADD whose interface is there is an error (CNI spec)")
+        self.assertIn("interface 'net1' already exists", retry["msg"])
+        self.assertIn("\nexit status 1\n", out)
         row = [l.split() for l in out.splitlines() if l.startswith("192.168.100.")]
         self.assertEqual(len(row), 1, out)
         self.assertRegex(row[0][1], r"^topocni-[0-9a-f]{16}$", "the whole container ID")
@@ -242,25 +244,30 @@ class Newcomer(NetnsTestCase):
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
 
     # --- 6. a retried ADD ---
-    def test_a_retried_add_returns_the_same_result_through_exec_and_through_cni_command(self):
+    def test_a_retried_add_is_code_105_through_exec_and_through_cni_command_and_changes_nothing(self):
         pod, path = self.make_pod()
         conf = self.conf()
         first = self.run_plugin("ADD", conf, container_id="r1", netns=path)
         self.assertOk(first)
+        files = self.files()
         again = self.run_plugin("ADD", conf, container_id="r1", netns=path)
-        self.assertOk(again)
-        self.assertEqual(again.json, first.json)
-        self.assertEqual(len(self.ipam_files(conf["name"])), 1)
+        self.assertError(again, 105, "interface 'eth0'", path, "DEL it before adding it again")
+        self.assertFilesUnchanged(files, "a retried ADD")
         other = self.run_plugin("ADD", conf, container_id="r2", netns=path)
-        self.assertError(other, 105, "eth0")
+        self.assertError(other, 105, "eth0", "not an attachment of container 'r2'")
         self.assertOk(self.run_plugin("DEL", conf, container_id="r1", netns=path))
         f = self.write("net.conf", conf)
         a = cli("exec", "add", "--config", f, "--netns", path, "--ifname", "net1", ns=self.node)
+        self.assertEqual(a.returncode, 0, a.stdout + a.stderr)
+        files = self.files()
         b = cli("exec", "add", "--config", f, "--netns", path, "--ifname", "net1", ns=self.node)
-        self.assertEqual((a.returncode, b.returncode), (0, 0), a.stdout + b.stdout)
-        self.assertEqual(json.loads(a.stdout), json.loads(b.stdout))
+        self.assertEqual(b.returncode, 1, b.stdout + b.stderr)
+        self.assertEqual(json.loads(b.stdout)["code"], 105)
+        self.assertIn("interface 'net1'", json.loads(b.stdout)["msg"])
+        self.assertFilesUnchanged(files, "a retried exec add")
         self.assertEqual(cli("exec", "del", "--config", f, "--netns", path, "--ifname", "net1",
                              ns=self.node).returncode, 0)
+        self.assertEqual(self.ipam_files(conf["name"]), [])
 
     # --- 7. messages that point the right way ---
     def test_check_after_del_says_there_is_no_add_record(self):

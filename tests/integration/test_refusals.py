@@ -194,6 +194,34 @@ class TheRecord(RefusalCase):
         self.assertEqual(p.returncode, 2, p)
 
 
+    def test_past_4096_records_a_new_pod_is_logged_not_recorded_and_pods_with_records_still_count(self):
+        # README: "Past 4096 records on a node (the agent not running) a refusal is logged and not recorded."
+        conf = self.net(logLevel="warning")
+        self.refuse(conf, pod="web-1")
+        d = os.path.join(self.state_dir, "refused")
+        with open(os.path.join(d, f"{NS}_web-1.json")) as f:
+            text = f.read()
+        for i in range(4094):   # 4095 records in all
+            with open(os.path.join(d, f"{NS}_filler-{i}.json"), "w") as f:
+                f.write(text)
+        self.refuse(conf, pod="web-2")
+        self.assertIsNotNone(self.record("web-2"), "the 4096th record is written")
+        before = self.files()
+        out = self.refuse(conf, pod="web-3")
+        self.assertIsNone(self.record("web-3"), "a 4097th is not")
+        self.assertIn(f"placement refusal not recorded: 4096 pods have records in '{d}' (is the refusal agent running?)",
+                      out.stderr)
+        self.assertOnlyRefusalCounted(before, out, conf["name"])
+        now = self.files()
+        changed = [p for p in set(now) | set(before) if now.get(p) != before.get(p)]
+        self.assertEqual(changed, [os.path.join(self.state_dir, "metrics", "refusals.json")], "only counted")
+        self.refuse(conf, pod="web-1")
+        self.assertEqual(self.record("web-1")["count"], 2, "a pod that has a record is still counted")
+        os.unlink(os.path.join(d, f"{NS}_filler-0.json"))
+        self.refuse(conf, pod="web-3")
+        self.assertEqual(self.record("web-3")["count"], 1, "room again: recorded")
+
+
 class Events(RefusalCase):
     def test_a_refused_add_yields_one_event_and_repeats_patch_its_count(self):
         self.start_api(self.pod("web-1", [RS]))
@@ -274,6 +302,51 @@ class Events(RefusalCase):
         self.assertIn("attempt 3", log)
         self.assertEqual(len(self.events()), 1)
         self.stop_agent(agent)
+
+
+class Restart(RefusalCase):
+    def test_after_a_restart_records_written_while_it_was_down_are_acted_on_once(self):
+        pods = {}
+        for p in ("web-1", "web-2", "web-3"):
+            pods.update(self.pod(p, [RS]))
+        self.start_api(pods)
+        plain, evict = self.net(), self.evict_net(after=2)
+        first = self.start_agent()
+        self.refuse(plain, pod="web-1")
+        self.wait_for("web-1's Event", lambda: self.events("TopocniPlacementRefused", pod="web-1"))
+        self.stop_agent(first)
+        # While no agent runs: web-1 refused again, web-2 refused once, web-3 refused often enough to be evicted.
+        self.refuse(plain, pod="web-1")
+        self.refuse(plain, pod="web-2")
+        self.refuse(evict, pod="web-3")
+        self.refuse(evict, pod="web-3")
+        second = self.start_agent()
+        self.wait_for("web-3 evicted", lambda: f"{NS}/web-3" in self.api.evicted())
+        self.wait_for("web-2's Event", lambda: self.events("TopocniPlacementRefused", pod="web-2"))
+        self.wait_for("web-1's count 2", lambda: [e for e in self.events("TopocniPlacementRefused", pod="web-1")
+                                                  if e["count"] == 2])
+        self.wait_for("web-3's record dropped", lambda: self.record("web-3") is None)
+        time.sleep(3)   # three resyncs of --resync 1: nothing more may happen
+        counts = lambda pod, reason="TopocniPlacementRefused": sorted(e["count"] for e in self.events(reason, pod=pod))
+        # As kubelet's recorder after a restart: a new Event for each record, with the count so far.
+        self.assertEqual(counts("web-1"), [1, 2])
+        self.assertEqual(counts("web-2"), [1])
+        self.assertEqual(counts("web-3"), [2])
+        self.assertEqual(len(self.events("TopocniEvicted", pod="web-3")), 1)
+        self.assertEqual(len(self.api.eviction_requests()), 1, self.api.eviction_requests())
+        self.assertEqual(self.eviction_counts(), {evict["name"]: {"evicted": 1}})
+        # Another restart with nothing new: one new Event per record still there (web-1, web-2) and
+        # nothing else; no eviction.
+        self.stop_agent(second)
+        third = self.start_agent()
+        self.wait_for("web-2's second Event", lambda: len(self.events("TopocniPlacementRefused", pod="web-2")) == 2)
+        self.wait_for("web-1's third Event", lambda: len(self.events("TopocniPlacementRefused", pod="web-1")) == 3)
+        time.sleep(3)
+        self.assertEqual(counts("web-1"), [1, 2, 2])
+        self.assertEqual(counts("web-2"), [1, 1])
+        self.assertEqual(len(self.events("TopocniEvicted")), 1)
+        self.assertEqual(len(self.api.eviction_requests()), 1)
+        self.stop_agent(third)
 
 
 def _empty_sysfs(tmp):
