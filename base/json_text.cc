@@ -95,8 +95,13 @@ Reader::Kind Reader::peek() {
     }
 }
 
+void Reader::enter(size_t depth) {
+    if (depth > kMaxDepth) fail("containers nested deeper than " + std::to_string(kMaxDepth) + " levels");
+}
+
 void Reader::begin_object() {
     if (must("'{'") != '{') fail("expected an object");
+    enter(first_.size() + 1);
     ++p_;
     first_.push_back('{');
 }
@@ -132,6 +137,7 @@ bool Reader::next_member(std::string& key) {
 
 void Reader::begin_array() {
     if (must("'['") != '[') fail("expected an array");
+    enter(first_.size() + 1);
     ++p_;
     first_.push_back('[');
 }
@@ -310,6 +316,7 @@ std::string_view Reader::skip() {
         if (want_value) {
             c = must("a value");
             if (c == '{' || c == '[') {
+                enter(first_.size() + open.size() + 1);
                 ++p_;
                 char close = c == '{' ? '}' : ']';
                 if (must("a value or a closing bracket") == close) {

@@ -20,6 +20,11 @@ struct SyntaxError : Error {
     SyntaxError(const std::string& what, size_t at) : Error(what + " at byte " + std::to_string(at)), offset(at) {}
 };
 
+/// How deep containers may nest: Go's encoding/json refuses deeper text (maxNestingDepth in
+/// its scanner.go), and so does the API server, which decodes with it; nothing Kubernetes
+/// sends comes near. A reader stops there rather than follow an attacker's nesting.
+inline constexpr size_t kMaxDepth = 10000;
+
 /// A cursor over one JSON text. Walk objects with `next_member`, arrays with
 /// `next_element`; read what matters with `string`, skip the rest with `skip` (which
 /// still validates it). Every call throws SyntaxError on malformed input.
@@ -61,6 +66,7 @@ private:
     void literal(std::string_view word);
     void number();
     void scan_string(std::string* out);   ///< the cursor on '"'; decodes into out if given
+    void enter(size_t depth);             ///< refuses nesting beyond kMaxDepth
     void utf8_sequence(std::string* out);
 
     std::string_view s_;

@@ -5,6 +5,8 @@
 // concurrency; SIGTERM stops it cleanly.
 #include <CLI/CLI.hpp>
 
+#include <malloc.h>
+
 #include <mutex>
 #include <stdexcept>
 
@@ -24,6 +26,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kNadPath = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions";
+constexpr size_t kTrimAfterBytes = 1u << 20;
 
 struct WebhookFlags {
     ServiceFlags service;
@@ -132,13 +135,23 @@ void add_admission_webhook(CLI::App& app, int& status) {
         w.handlers.replace = [&](const std::vector<json>& items, const std::string&) { nads.replace(items); };
         w.handlers.event = [&](const kube::Event& e) { nads.event(e); };
         cluster::NadLookup lookup = [&](const cluster::NetworkSelection& s) { return nads.lookup(s); };
-        auto handler = [&](const kube::server::Request& r) -> kube::server::Response {
+        auto handler = [&](kube::server::Request r) -> kube::server::Response {
             std::string path = r.target.substr(0, r.target.find('?'));
             if (r.method == "GET" && (path == "/healthz" || path == "/readyz")) return {200, R"({"status":"ok"})"};
             if (path != o->path) return {404, R"({"error":"no such path"})"};
             if (r.method != "POST") return {405, R"({"error":"POST an AdmissionReview"})"};
+            // A review is a few KiB; what a bigger one freed goes back to the system at once
+            // (a thread's arena would keep it, and each of --max-connections threads has one),
+            // its body included: declared after `trim`, the body is freed before it runs.
+            struct Trim {
+                size_t size;
+                ~Trim() {
+                    if (size > kTrimAfterBytes) ::malloc_trim(0);
+                }
+            } trim{r.body.size()};
+            const std::string body = std::move(r.body);
             try {
-                return {200, cluster::review(r.body, lookup)};
+                return {200, cluster::review(body, lookup)};
             } catch (const base::Error& e) {
                 return {400, json({{"error", e.what()}}).dump()};
             } catch (const NadUnreadable& e) {

@@ -1,6 +1,9 @@
 #include "cni/cluster/admission.h"
 
 #include <cmath>
+#include <optional>
+
+#include "base/json_text.h"
 
 #include "cni/cluster/parsed.h"
 #include "cni/cluster/resources.h"
@@ -51,7 +54,7 @@ bool requests_topocni(const json& containers) {
             for (const char* k : {"requests", "limits"})
                 if (auto* m = member(*r, k); m && m->is_object())
                     for (auto it = m->begin(); it != m->end(); ++it)
-                        if (is_topocni_resource(it.key())) return true;
+                        if (is_topocni_resource(it.key()) || it.key() == kMarkerResource) return true;
     return false;
 }
 
@@ -164,7 +167,8 @@ Mutation mutate_pod(const json& pod, const std::string& ns, const NadLookup& nad
     } catch (const base::Error& e) {
         return deny(e.what());
     }
-    if (want.empty() && reqs.empty()) return m;
+    if (keys.empty()) return m;   // no topocni network: not the extender's either
+    want[kMarkerResource] = 1;
     const json* spec = member(pod, "spec");
     const json* containers = spec ? member(*spec, "containers") : nullptr;
     if (!containers || !containers->is_array() || containers->empty()) return m;   // the API server refuses it anyway
@@ -185,27 +189,215 @@ Mutation mutate_pod(const json& pod, const std::string& ns, const NadLookup& nad
     return m;
 }
 
+namespace {
+
+using base::json_text::Reader;
+
+/// The annotations mutate_pod reads; the pod's others are not kept.
+bool read_annotation(const std::string& key) {
+    return key == kAdmittedAnnotation || key == kNetworksAnnotation || key == "kubernetes.io/egress-bandwidth" ||
+           key == "kubernetes.io/ingress-bandwidth";
+}
+
+/// What review() reads of an AdmissionReview, members by their exact names, a later one
+/// winning (as nlohmann and the API server's decoder read them), and `null` as absent.
+struct ReviewRequest {
+    std::optional<std::string> uid;
+    bool uid_bad = false, pod_kind = false, create = false;
+    std::string ns;
+    std::string_view object;   ///< request.object when it is an object
+};
+
+std::optional<std::string> string_or_null(Reader& r, bool& bad) {
+    if (r.null()) return std::nullopt;
+    if (r.peek() == Reader::Kind::String) return r.string();
+    r.skip();
+    bad = true;
+    return std::nullopt;
+}
+
+ReviewRequest read_request(Reader& r) {
+    ReviewRequest q;
+    std::string key, kkey;
+    r.begin_object();
+    while (r.next_member(key)) {
+        if (key == "uid") {
+            q.uid_bad = false;
+            q.uid = string_or_null(r, q.uid_bad);
+        } else if (key == "kind") {
+            q.pod_kind = false;
+            if (r.peek() != Reader::Kind::Object) {
+                r.skip();
+                continue;
+            }
+            std::optional<std::string> kind, group = std::string();
+            bool bad = false;
+            r.begin_object();
+            while (r.next_member(kkey)) {
+                if (kkey == "kind") kind = string_or_null(r, bad);
+                else if (kkey == "group" && r.peek() == Reader::Kind::String) group = r.string();
+                else if (kkey == "group") r.skip(), group.reset();
+                else r.skip();
+            }
+            q.pod_kind = kind == "Pod" && group == "";
+        } else if (key == "operation") {
+            bool bad = false;
+            q.create = string_or_null(r, bad) == "CREATE";
+        } else if (key == "namespace") {
+            bool bad = false;
+            q.ns = string_or_null(r, bad).value_or("");
+        } else if (key == "object") {
+            q.object = r.peek() == Reader::Kind::Object ? r.skip() : (r.skip(), std::string_view());
+        } else {
+            r.skip();
+        }
+    }
+    return q;
+}
+
+/// What pod_parts may keep: refused at once past it, before any copy of the part.
+struct Budget {
+    size_t left = kMaxPodPartsBytes;
+    void take(size_t n) {
+        if (n > left)
+            throw Error(kInvalidConfig, "the pod's container resources, affinity and topocni annotations take more than " +
+                                            std::to_string(kMaxPodPartsBytes) +
+                                            " bytes (the API server allows 256 KiB of annotations)");
+        left -= n;
+    }
+};
+
+/// Of a Pod, the parts mutate_pod reads, as JSON text: metadata.annotations (the ones it
+/// reads), metadata.namespace, each container's resources, spec.affinity. The tree is
+/// built of these alone, so that what a request costs does not grow with the rest of it.
+std::string pod_parts(std::string_view object, std::string& ns) {
+    Budget budget;
+    Reader r(object);
+    std::string key, mkey, akey, ckey;
+    std::string annotations, containers, affinity;   // JSON text of each; "": absent
+    r.begin_object();
+    while (r.next_member(key)) {
+        if (key == "metadata") {
+            annotations.clear();
+            ns.clear();
+            if (r.peek() != Reader::Kind::Object) {
+                r.skip();
+                continue;
+            }
+            r.begin_object();
+            while (r.next_member(mkey)) {
+                if (mkey == "namespace" && r.peek() == Reader::Kind::String) {
+                    ns = r.string();
+                } else if (mkey == "annotations" && r.peek() == Reader::Kind::Object) {
+                    std::map<std::string, std::string> kept;
+                    r.begin_object();
+                    while (r.next_member(akey)) {
+                        if (read_annotation(akey) && r.peek() == Reader::Kind::String) {
+                            std::string_view v = r.skip();
+                            budget.take(akey.size() + v.size());   // text, no less than what it decodes to
+                            kept[akey] = Reader(v).string();
+                        } else {
+                            r.skip();
+                        }
+                    }
+                    annotations = "{";
+                    for (auto& [k, v] : kept) {
+                        if (annotations.size() > 1) annotations += ',';
+                        base::json_text::append_string(annotations, k);
+                        annotations += ':';
+                        base::json_text::append_string(annotations, v);
+                    }
+                    annotations += '}';
+                } else {
+                    if (mkey == "annotations") annotations = r.null() ? "" : (r.skip(), "0");
+                    else r.skip();
+                }
+            }
+        } else if (key == "spec") {
+            containers.clear();
+            affinity.clear();
+            if (r.peek() != Reader::Kind::Object) {
+                r.skip();
+                continue;
+            }
+            r.begin_object();
+            while (r.next_member(mkey)) {
+                if (mkey == "containers" && r.peek() == Reader::Kind::Array) {
+                    containers = "[";
+                    r.begin_array();
+                    while (r.next_element()) {
+                        if (containers.size() > 1) containers += ',';
+                        if (r.peek() != Reader::Kind::Object) {
+                            r.skip();
+                            containers += "null";
+                            continue;
+                        }
+                        std::string_view resources;
+                        r.begin_object();
+                        while (r.next_member(ckey)) {
+                            std::string_view v = r.skip();
+                            if (ckey == "resources") resources = v;
+                        }
+                        budget.take(resources.size() + 16);
+                        containers += resources.empty() ? "{}" : "{\"resources\":" + std::string(resources) + "}";
+                    }
+                    containers += ']';
+                } else if (mkey == "containers") {
+                    containers = r.null() ? "" : (r.skip(), "0");
+                } else if (mkey == "affinity") {
+                    affinity.clear();
+                    if (r.null()) continue;
+                    std::string_view v = r.skip();
+                    budget.take(v.size());
+                    affinity = v;
+                } else {
+                    r.skip();
+                }
+            }
+        } else {
+            r.skip();
+        }
+    }
+    std::string out = "{\"metadata\":{";
+    if (!annotations.empty()) out += "\"annotations\":" + annotations;
+    out += "},\"spec\":{";
+    if (!containers.empty()) out += "\"containers\":" + containers;
+    if (!affinity.empty()) out += std::string(containers.empty() ? "" : ",") + "\"affinity\":" + affinity;
+    out += "}}";
+    return out;
+}
+
+}  // namespace
+
 std::string review(const std::string& body, const NadLookup& nads) {
-    json j = json::parse(body, nullptr, false);
-    if (!j.is_object()) throw Error(kInvalidConfig, "not a JSON object");
-    const json* req = member(j, "request");
-    if (!req || !req->is_object()) throw Error(kInvalidConfig, "no request: not an AdmissionReview");
-    const json* uid = member(*req, "uid");
-    if (!uid || !uid->is_string()) throw Error(kInvalidConfig, "request.uid: expected a string");
-    json response = {{"uid", *uid}, {"allowed", true}};
-    const json* kind = member(*req, "kind");
-    const json* op = member(*req, "operation");
-    const json* object = member(*req, "object");
-    bool pod_create = kind && kind->is_object() && kind->value("kind", json()) == "Pod" && kind->value("group", json("")) == "" &&
-                      op && *op == "CREATE" && object && object->is_object();
-    if (pod_create) {
-        std::string ns;
-        if (auto* n = member(*req, "namespace"); n && n->is_string()) ns = n->get<std::string>();
-        if (ns.empty())
-            if (auto* md = member(*object, "metadata"))
-                if (auto* n = member(*md, "namespace"); n && n->is_string()) ns = n->get<std::string>();
-        if (ns.empty()) ns = "default";
-        Mutation m = mutate_pod(*object, ns, nads);
+    ReviewRequest req;
+    std::string pod_text, object_ns;
+    try {
+        Reader r(body);
+        if (r.peek() != Reader::Kind::Object) throw Error(kInvalidConfig, "not a JSON object");
+        std::string key;
+        bool have_request = false;
+        r.begin_object();
+        while (r.next_member(key)) {
+            if (key != "request") {
+                r.skip();
+                continue;
+            }
+            have_request = r.peek() == Reader::Kind::Object;
+            if (have_request) req = read_request(r);
+            else r.skip();
+        }
+        r.end();
+        if (!have_request) throw Error(kInvalidConfig, "no request: not an AdmissionReview");
+        if (!req.uid || req.uid_bad) throw Error(kInvalidConfig, "request.uid: expected a string");
+        if (req.pod_kind && req.create && !req.object.empty()) pod_text = pod_parts(req.object, object_ns);
+    } catch (const base::json_text::SyntaxError& e) {
+        throw Error(kInvalidConfig, std::string("not a JSON object: ") + e.what());
+    }
+    json response = {{"uid", *req.uid}, {"allowed", true}};
+    if (!pod_text.empty()) {
+        std::string ns = !req.ns.empty() ? req.ns : !object_ns.empty() ? object_ns : "default";
+        Mutation m = mutate_pod(json::parse(pod_text), ns, nads);
         response["allowed"] = m.allowed;
         if (!m.allowed) response["status"] = {{"status", "Failure"}, {"message", m.message}, {"code", 400}};
         if (!m.patch.empty()) {

@@ -6,7 +6,10 @@
 // container gets requests = limits (extended resources cannot be overcommitted) of the
 // NAD's bandwidth and one address of its pool (resources.h names them), summed over the
 // pod's networks and added to what the container already asks; each NAD's nodeSelector
-// becomes requirements ANDed into every required nodeAffinity term. The pod is marked with
+// becomes requirements ANDed into every required nodeAffinity term. Every pod with a
+// topocni network also asks for one kMarkerResource (resources.h): the scheduler extender's
+// managedResources, so that kube-scheduler asks the extender about such pods only. The
+// pod is marked with
 // the annotation topocni.io/admitted: a pod carrying it (re-admission) is left as it is.
 #pragma once
 #include <functional>
@@ -39,8 +42,14 @@ Mutation mutate_pod(const nlohmann::json& pod, const std::string& ns, const NadL
 /// A nodeSelector as node selector requirements (matchExpressions of a nodeSelectorTerm).
 nlohmann::json node_selector_requirements(const conf::LabelSelector& sel);
 
+/// The most JSON text of a pod that review() builds a tree of: the pod's container resources,
+/// affinity and the few annotations it reads (the rest of the request is read without one).
+/// A tree costs up to 30 times its text, so this bounds a request's memory whatever its size.
+inline constexpr size_t kMaxPodPartsBytes = 1u << 20;
+
 /// The AdmissionReview (admission.k8s.io/v1) to send back for `body`. Throws code 7 for a
-/// body that is no AdmissionReview with a request (the server answers 400).
+/// body that is no AdmissionReview with a request, for containers nested deeper than
+/// base::json_text::kMaxDepth, and for pod parts over kMaxPodPartsBytes (the server answers 400).
 std::string review(const std::string& body, const NadLookup& nads);
 
 }  // namespace cni::cluster

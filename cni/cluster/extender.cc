@@ -106,6 +106,47 @@ NodeItem read_node(Reader& r) {
     return n;
 }
 
+/// Fills `p` from a v1.Pod as Go's encoding/json decodes into one: struct fields ignoring
+/// case, a later member overriding an earlier, `null` leaving a struct or string as it is
+/// and emptying a map, a second annotations object merged into the first; the annotations'
+/// keys exact. Values of another kind than the field's are passed over (Go would fail the
+/// whole request; kube-scheduler never sends them).
+void read_pod(Reader& r, PodRef& p) {
+    std::string key, mkey, akey;
+    r.begin_object();
+    while (r.next_member(key)) {
+        if (!same_key(key, "metadata") || r.peek() != Reader::Kind::Object) {
+            r.skip();
+            continue;
+        }
+        r.begin_object();
+        while (r.next_member(mkey)) {
+            std::string* field = same_key(mkey, "name")        ? &p.name
+                                 : same_key(mkey, "namespace") ? &p.namespace_
+                                 : same_key(mkey, "uid")       ? &p.uid
+                                                               : nullptr;
+            if (field && r.peek() == Reader::Kind::String) {
+                *field = r.string();
+            } else if (same_key(mkey, "annotations") && r.peek() == Reader::Kind::Object) {
+                r.begin_object();
+                while (r.next_member(akey)) {
+                    if (akey == kNetworksAnnotation && r.peek() == Reader::Kind::String) p.networks = r.string();
+                    else r.skip();
+                }
+            } else {
+                if (same_key(mkey, "annotations") && r.null()) p.networks.clear();
+                else r.skip();
+            }
+        }
+    }
+}
+
+}  // namespace
+
+namespace {
+
+[[noreturn]] void too_many() { bad("more than " + std::to_string(kMaxNodesPerRequest) + " nodes in one request"); }
+
 }  // namespace
 
 ExtenderArgs parse_extender_args(std::string body) {
@@ -119,9 +160,15 @@ ExtenderArgs parse_extender_args(std::string body) {
         std::string key, nkey;
         while (r.next_member(key)) {
             if (same_key(key, "Pod")) {
-                std::string_view v = r.skip();
-                a.pod = v.front() == '{' ? json::parse(v, nullptr, false) : json();
-                have_pod = a.pod.is_object();   // not discarded: a number nlohmann cannot hold
+                // *v1.Pod: null makes it nil, an object fills it (into the one before, as Go does).
+                if (r.peek() == Reader::Kind::Object) {
+                    read_pod(r, a.pod);
+                    have_pod = true;
+                } else {
+                    r.skip();
+                    a.pod = PodRef{};
+                    have_pod = false;
+                }
             } else if (same_key(key, "Nodes")) {
                 a.nodes.reset();
                 if (r.null()) continue;
@@ -139,7 +186,10 @@ ExtenderArgs parse_extender_args(std::string body) {
                     if (r.null()) continue;
                     if (r.peek() != Reader::Kind::Array) bad("Nodes: not a NodeList");
                     r.begin_array();
-                    while (r.next_element()) a.nodes->push_back(read_node(r));
+                    while (r.next_element()) {
+                        if (a.nodes->size() >= kMaxNodesPerRequest) too_many();
+                        a.nodes->push_back(read_node(r));
+                    }
                 }
                 if (!have_items) bad("Nodes: not a NodeList");
             } else if (same_key(key, "NodeNames")) {
@@ -149,6 +199,7 @@ ExtenderArgs parse_extender_args(std::string body) {
                 a.node_names.emplace();
                 r.begin_array();
                 while (r.next_element()) {
+                    if (a.node_names->size() >= kMaxNodesPerRequest) too_many();
                     if (r.peek() != Reader::Kind::String) bad("NodeNames: a name that is not a string");
                     a.node_names->push_back(r.string());
                 }
@@ -277,16 +328,15 @@ std::vector<PodNetwork> Extender::resolve(const std::vector<NetworkSelection>& s
     return out;
 }
 
-std::vector<PodNetwork> Extender::networks_of(const json& pod, bool& has_topocni) {
+std::vector<PodNetwork> Extender::networks_of(const PodRef& pod, bool& has_topocni) {
     has_topocni = false;
-    std::string value = annotation(pod, kNetworksAnnotation);
-    if (value.empty()) return {};
+    if (pod.networks.empty()) return {};
     std::vector<PodNetwork> nets;
     try {
-        nets = resolve(parse_networks(value, meta(pod, "namespace")));
+        nets = resolve(parse_networks(pod.networks, pod.namespace_));
     } catch (const base::Error& e) {
         PodNetwork bad_one;
-        bad_one.selection = {meta(pod, "namespace"), "(annotation)", ""};
+        bad_one.selection = {pod.namespace_, "(annotation)", ""};
         bad_one.error = e.what();
         nets.push_back(bad_one);
     }
@@ -420,8 +470,8 @@ NodeVerdict Extender::cached_judge(const std::vector<PodNetwork>& nets, size_t n
 Extender::Reply Extender::filter(const ExtenderArgs& a, std::time_t now) {
     bool has_topocni = false;
     auto nets = networks_of(a.pod, has_topocni);
-    std::string who = meta(a.pod, "namespace") + "/" + meta(a.pod, "name");
-    std::string uid = meta(a.pod, "uid"), log;
+    std::string who = a.pod.namespace_ + "/" + a.pod.name;
+    std::string uid = a.pod.uid, log;
     size_t fit = 0, sig = signature(nets);
     // Not ours: every node passes, at once.
     std::vector<View> views = has_topocni ? views_of(a) : std::vector<View>{};
@@ -445,7 +495,7 @@ Extender::Reply Extender::filter(const ExtenderArgs& a, std::time_t now) {
         std::string head, tail;
     };
     auto own = std::make_shared<Owned>();
-    own->body = a.body;
+    if (a.nodes) own->body = a.body;   // the pieces point into it; names are copied
     Reply reply{200, "", {}, own};
     std::string& out = own->head;
     out += R"({"Nodes":)";
@@ -508,11 +558,13 @@ std::string Extender::Reply::text() const {
 std::string Extender::prioritize(const ExtenderArgs& a, std::time_t now) {
     bool has_topocni = false;
     auto nets = networks_of(a.pod, has_topocni);
-    std::string uid = meta(a.pod, "uid");
+    std::string uid = a.pod.uid;
     size_t sig = signature(nets);
-    std::vector<View> views = views_of(a);
+    // Not ours: every node alike, named as the request names it, without looking it up.
+    std::vector<View> views = has_topocni ? views_of(a) : std::vector<View>{};
+    size_t count = a.node_names ? a.node_names->size() : a.nodes ? a.nodes->size() : 0;
     std::string out = "[";
-    for (size_t i = 0; i < views.size(); ++i) {
+    for (size_t i = 0; i < count; ++i) {
         int score = 0;
         if (has_topocni) {
             NodeVerdict verdict = cached_judge(nets, sig, views[i], uid, now);
@@ -520,7 +572,7 @@ std::string Extender::prioritize(const ExtenderArgs& a, std::time_t now) {
         }
         if (i) out += ',';
         out += R"({"Host":)";
-        base::json_text::append_string(out, views[i]->view.name);
+        base::json_text::append_string(out, a.node_names ? (*a.node_names)[i] : (*a.nodes)[i].name);
         out += R"(,"Score":)" + std::to_string(score) + '}';
     }
     out += ']';

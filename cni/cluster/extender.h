@@ -32,10 +32,22 @@ struct NodeItem {
     std::string_view facts;                 ///< the topocni.io/facts annotation's string literal (empty: none)
 };
 
+/// What the extender reads of ExtenderArgs.Pod. No tree of the Pod is built: it is the part
+/// of a request its sender shapes freely, and a tree costs up to 30 times its text.
+struct PodRef {
+    std::string name, namespace_, uid;
+    std::string networks;   ///< the k8s.v1.cni.cncf.io/networks annotation ("": none)
+};
+
+/// The most nodes one request may name (Nodes.items or NodeNames): 20 times the 5,000 nodes
+/// Kubernetes is tested at, more than the largest clusters run. Each costs the extender
+/// under 1 KiB while it is judged, whatever its name's length: the count bounds a request.
+inline constexpr size_t kMaxNodesPerRequest = 100'000;
+
 /// ExtenderArgs as kube-scheduler sends it. The nodes are views into `body`, which it owns.
 struct ExtenderArgs {
     std::shared_ptr<const std::string> body;
-    nlohmann::json pod;
+    PodRef pod;
     std::optional<std::vector<NodeItem>> nodes;              ///< Nodes.items (nodeCacheCapable: false)
     std::optional<std::vector<std::string>> node_names;      ///< NodeNames (nodeCacheCapable: true)
 };
@@ -43,7 +55,9 @@ struct ExtenderArgs {
 /// Parses an ExtenderArgs body as Go's encoding/json does: member names matched ignoring
 /// case, a later member overriding an earlier one; Nodes is a v1.NodeList, of which only
 /// each Node's name, resourceVersion, labels and facts annotation are read (the rest is
-/// validated and kept as bytes). Throws code 6 naming what is wrong.
+/// validated and kept as bytes). Nothing is built of the rest: a request costs its bytes
+/// and its nodes. Throws code 6 naming what is wrong: also for containers nested deeper
+/// than base::json_text::kMaxDepth, and more than kMaxNodesPerRequest nodes.
 ExtenderArgs parse_extender_args(std::string body);
 
 struct ExtenderOptions {
@@ -101,7 +115,7 @@ private:
     };
     using View = std::shared_ptr<const Node>;
     static View make_view(NodeView v);
-    std::vector<PodNetwork> networks_of(const nlohmann::json& pod, bool& has_topocni);
+    std::vector<PodNetwork> networks_of(const PodRef& pod, bool& has_topocni);
     std::vector<PodNetwork> resolve(const std::vector<NetworkSelection>& sels);
     /// The nodes a request names, as cached: a Node sent with the resourceVersion the
     /// cache holds is that node, not parsed again.

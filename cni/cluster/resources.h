@@ -22,6 +22,13 @@ namespace cni::cluster {
 
 inline constexpr const char* kBandwidthDomain = "bandwidth.topocni.io";
 inline constexpr const char* kAddressesDomain = "addresses.topocni.io";
+/// One per pod with topocni networks (the admission webhook adds it), so that the scheduler
+/// extender, listing it in managedResources, is asked about those pods only
+/// (kube-scheduler's HTTPExtender.IsInterested). No node ever advertises it:
+/// ignoredByScheduler keeps NodeResourcesFit from counting it, and kubelet's admission
+/// drops an extended resource its node does not advertise (removeMissingExtendedResources).
+/// Outside the two domains above, so the publisher never adds or removes it.
+inline constexpr const char* kMarkerResource = "topocni.io/networks";
 
 /// Resource name -> amount (Mb/s or addresses): whole numbers, as extended resources are.
 using Resources = std::map<std::string, long long>;

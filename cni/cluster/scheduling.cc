@@ -492,7 +492,9 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
         for (auto& e : evidence) out.evidence += (out.evidence.empty() ? "" : " || ") + e;
         return out;
     }
-    out.score = static_cast<int>(std::lround(10 * score));
+    // Judged on fresh facts: 1-10, so that every such node ranks above one judged blind
+    // (0): a node whose publisher died must not draw the pods the extender steers.
+    out.score = stale.empty() ? 1 + static_cast<int>(std::lround(9 * score)) : 0;
     if (!stale.empty()) out.evidence = stale;
     return out;
 }

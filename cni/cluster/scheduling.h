@@ -72,7 +72,8 @@ struct NodeVerdict {
     bool resolvable = true;   ///< preempting pods could make it fit (FailedNodes, not ...Unresolvable)
     std::string reason;       ///< the same words on every node failing the same way: they group
     std::string evidence;     ///< the node's own facts, for the log and explain
-    int score = 0;            ///< 0-10: headroom left after this pod
+    /// 1 + round(9 x headroom left after this pod), on fresh facts; 0 without them
+    int score = 0;
 };
 
 /// Every network of the pod on one node, with `pending` pods' needs taken from its facts first.

@@ -26,14 +26,20 @@ import tempfile
 import time
 import unittest
 
+import yaml
+
+import schedrules
 from cnitest import BIN, main
 from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, nad_object, write_kubeconfig
 from jsonpatch_apply import apply_checked
+from memwatch import MiB, nested_bodies, proc_status, reset_peak
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 ADMITTED = "topocni.io/admitted"
 BW = "bandwidth.topocni.io/"
 ADDR = "addresses.topocni.io/"
+MARKER = "topocni.io/networks"   # the scheduler extender's managedResources
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
 M = 1_000_000
 
 # --- the NADs: every config form, every selector operator, both bandwidth sources ---
@@ -162,12 +168,12 @@ def admission_review(obj, operation="CREATE", kind=("", "v1", "Pod"), resource=(
 
 def with_resources(pod, needs, extra_requests=None, extra_limits=None):
     """`pod` as the webhook must leave it: the first container asks requests = limits of
-    `needs` on top of what it asked before."""
+    `needs` on top of what it asked before, and one MARKER (every pod with a topocni network)."""
     out = copy.deepcopy(pod)
     res = out["spec"]["containers"][0].setdefault("resources", {})
     for k in ("requests", "limits"):
         m = res.setdefault(k, {})
-        for name, v in needs.items():
+        for name, v in dict(needs, **{MARKER: 1}).items():
             had = int(m.get(name, "0"))
             m[name] = str(had + v)
     return out
@@ -218,14 +224,14 @@ class Webhook(unittest.TestCase):
             self.proc.kill()
             self.proc.wait()
 
-    def start(self):
+    def start(self, *extra):
         self.port = free_port()
         self.log = os.path.join(self.tmp, "webhook.log")
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen([BIN, "admission-webhook", "--listen", f"127.0.0.1:{self.port}",
                                           "--tls-cert", os.path.join(self.pki, "server.crt"),
                                           "--tls-key", os.path.join(self.pki, "server.key"),
-                                          "--kubeconfig", self.kubeconfig, "--api-timeout", "2"], stderr=err)
+                                          "--kubeconfig", self.kubeconfig, "--api-timeout", "2", *extra], stderr=err)
         deadline = time.monotonic() + 20
         while True:
             self.assertIsNone(self.proc.poll(), f"the webhook exited: {self.log_text()}")
@@ -436,6 +442,36 @@ class Webhook(unittest.TestCase):
                 resp = self.assertUntouched(admission_review(pod))
                 self.assertNotIn("status", resp)
 
+    def test_kube_scheduler_sends_the_extender_exactly_the_pods_with_topocni_networks_under_the_shipped_config(self):
+        # kube-scheduler's own rule (schedrules.is_interested, from pkg/scheduler/extender.go)
+        # on the pods as the webhook leaves them, with the extender entry the example ships.
+        with open(os.path.join(EXAMPLES, "kube-scheduler-config.yaml")) as f:
+            extender = yaml.safe_load(f)["extenders"][0]
+        self.assertEqual(schedrules.ignored_by_scheduler(extender), {MARKER}, "NodeResourcesFit must not count it")
+        # A topocni network that asks for nothing countable (no bandwidth, no pool, no selector) is marked too.
+        self.api.put_nad(nad_object("bare", {"cniVersion": "1.0.0", "name": "bare", "type": "topocni",
+                                             "attachment": "macvlan", "master": "eth1"}))
+        for networks in ("plain", "net/listed@n2, bridge", "vf", '[{"name": "wrapped"}]', "bare"):
+            with self.subTest(networks=networks):
+                deadline = time.monotonic() + 5
+                while True:   # "bare" arrives by the watch, or is read from the API
+                    resp = self.review(admission_review(defaulted_pod(networks)))
+                    if "patch" in resp or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                patched, _ = self.admit(defaulted_pod(networks))
+                self.assertTrue(schedrules.is_interested(extender, patched), patched["spec"]["containers"])
+                res = patched["spec"]["containers"][0]["resources"]
+                self.assertEqual((res["requests"][MARKER], res["limits"][MARKER]), ("1", "1"))
+        for what, pod in (("no networks", defaulted_pod()), ("another plugin's NAD", defaulted_pod("bridge"))):
+            with self.subTest(what):
+                self.assertUntouched(admission_review(pod))
+                self.assertFalse(schedrules.is_interested(extender, pod),
+                                 "a pod without topocni networks is scheduled whether the extender is up or not")
+        # A pod created while the webhook was not there carries no marker: the extender is not asked
+        # about it (ADD is its guard), as the README says.
+        self.assertFalse(schedrules.is_interested(extender, defaulted_pod("plain")))
+
     def test_requests_other_than_a_pod_create_are_allowed_without_a_patch(self):
         pod = defaulted_pod("plain", name="web-0")
         deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -500,6 +536,51 @@ class Webhook(unittest.TestCase):
         self.assertEqual(self.call("POST", "/other", json.dumps(good).encode())[0], 404)
         self.assertEqual(self.call("GET", "/healthz")[0], 200)
         self.assertTrue(self.admit(defaulted_pod("plain"))[0])   # and it still serves
+
+    def test_a_hostile_body_of_nested_objects_costs_a_bounded_multiple_of_its_size_and_its_memory_comes_back(self):
+        # 17 and 51 MiB of nested objects in the pod (--max-body raised from its 8 MiB to let them
+        # in). README: a request costs at most its size plus 48 MiB at its peak (of a pod,
+        # a tree is built only of what the webhook reads, at most 1 MiB of it), and RSS comes back
+        # within 32 MiB of where it was.
+        self.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(self.proc.wait(timeout=10), 0)
+        self.start("--max-body", str(64 * MiB))
+        pid = self.proc.pid
+        self.admit(defaulted_pod("plain"))   # warm
+
+        def wrap(where):
+            def put(value):
+                pod = defaulted_pod("plain")
+                if where == "affinity":
+                    pod["spec"]["affinity"] = "@"
+                else:
+                    pod["spec"]["x"] = "@"
+                return json.dumps(admission_review(pod)).replace('"@"', value)
+            return put
+
+        for size in (17 * MiB, 51 * MiB):
+            bodies = nested_bodies(size, wrap("x"))
+            bodies["wide affinity"] = nested_bodies(size, wrap("affinity"))["wide"]
+            for shape, body in bodies.items():
+                with self.subTest(size=size, shape=shape):
+                    reset_peak(pid)
+                    rss = proc_status(pid, "VmRSS")
+                    status, data = self.call("POST", "/mutate", body)
+                    peak = proc_status(pid, "VmHWM")
+                    if shape == "deep":
+                        self.assertEqual(status, 400, data[:300])
+                        self.assertIn("nested deeper than 10000 levels", json.loads(data)["error"])
+                    elif shape == "wide affinity":   # a part the webhook reads: refused past 1 MiB
+                        self.assertEqual(status, 400, data[:300])
+                        self.assertIn("more than 1048576", json.loads(data)["error"])
+                    else:   # a part it does not read: the pod is admitted as any other
+                        self.assertEqual(status, 200, data[:300])
+                        self.assertIn("patch", json.loads(data)["response"])
+                    self.assertLessEqual(peak - rss, len(body) + 48 * MiB,
+                                         f"peak {peak >> 20} MiB from {rss >> 20} MiB for {len(body) >> 20} MiB")
+                    after = proc_status(pid, "VmRSS")
+                    self.assertLessEqual(after - rss, 32 * MiB, f"RSS {after >> 20} MiB after, {rss >> 20} MiB before")
+        self.assertTrue(self.admit(defaulted_pod("plain"))[0])
 
     def test_sigterm_ends_the_webhook_with_status_0(self):
         self.admit(defaulted_pod("plain"))

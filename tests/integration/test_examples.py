@@ -29,6 +29,7 @@ import unittest
 import yaml
 
 import promtext
+import schedrules
 from cnitest import BIN, NetnsTestCase
 from fakenode import FakeApiServer, make_pki
 
@@ -259,6 +260,29 @@ class Manifests(unittest.TestCase):
         self.assertEqual(set(ext) - {"urlPrefix", "filterVerb", "prioritizeVerb", "weight", "nodeCacheCapable",
                                      "enableHTTPS", "tlsConfig", "httpTimeout", "ignorable", "managedResources"}, set())
         self.assertIn(100, [p.get("percentageOfNodesToScore") for p in sched["profiles"]])
+
+    def test_the_scheduler_asks_the_extender_only_about_pods_carrying_the_webhooks_marker(self):
+        # The marker the webhook writes (kMarkerResource, cni/cluster/resources.h) is the one
+        # managed resource, ignored by NodeResourcesFit; Go's field names (kube-scheduler
+        # config/v1 types.go) and nothing else; ignorable false holds up only pods with it.
+        with open(os.path.join(ROOT, "cni", "cluster", "resources.h")) as f:
+            marker = re.search(r'kMarkerResource = "([^"]+)"', f.read()).group(1)
+        ext = one(load_yaml("kube-scheduler-config.yaml"), "KubeSchedulerConfiguration")["extenders"][0]
+        self.assertEqual(set(ext) - schedrules.EXTENDER_FIELDS, set())
+        self.assertEqual(ext["managedResources"], [{"name": marker, "ignoredByScheduler": True}])
+        for r in ext["managedResources"]:
+            self.assertEqual(set(r) - schedrules.MANAGED_RESOURCE_FIELDS, set())
+        self.assertIs(ext["ignorable"], False)
+        # kube-scheduler's own rule: the extender's and the webhook's own pods are scheduled while the
+        # extender is down (they must be, to bring it back); a pod asking for the marker waits for it.
+        for name in ("scheduler-extender.yaml", "admission-webhook.yaml"):
+            pod = one(load_yaml(name), "Deployment")["spec"]["template"]
+            self.assertFalse(schedrules.is_interested(ext, pod), name)
+        marked = {"spec": {"containers": [{"name": "a"}, {"name": "b", "resources": {"limits": {marker: "1"}}}]}}
+        self.assertTrue(schedrules.is_interested(ext, marked))
+        init = {"spec": {"containers": [{"name": "a"}], "initContainers": [{"name": "i", "resources": {"requests": {marker: "1"}}}]}}
+        self.assertTrue(schedrules.is_interested(ext, init))
+        self.assertTrue(schedrules.is_interested({}, {"spec": {"containers": []}}), "no managedResources: every pod")
 
     def test_the_binding_and_the_daemonset_name_the_same_service_account(self):
         docs = load_yaml("rbac.yaml")

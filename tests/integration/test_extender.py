@@ -22,6 +22,7 @@ import unittest
 
 from cnitest import BIN, main
 from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, write_kubeconfig
+from memwatch import MiB, nested_bodies, proc_status, reset_peak
 
 NOW = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 OLD = "2020-01-01T00:00:00Z"
@@ -209,7 +210,7 @@ class Extender(unittest.TestCase):
         self.assertGreater(scores["fits"], 0)
         self.assertEqual(scores["numa0"], 0)
 
-    def test_the_last_vf_is_not_given_to_a_second_pod_while_the_first_is_bound_but_not_attached(self):
+    def test_the_last_vf_is_not_given_to_a_second_pod_while_the_first_is_bound_but_not_attached_nor_counted_twice_after(self):
         self.cluster([node("w1", doc=facts("w1", used=3)), node("w2", doc=facts("w2", used=4))], [sriov_nad()],
                      [pod("first", "sriov-a", node_name="w1")])
         self.start()
@@ -218,12 +219,55 @@ class Extender(unittest.TestCase):
         self.assertEqual(r["FailedNodes"]["w1"], "topocni: default/sriov-a: no free VF of resource intel.com/sriov")
         # The first pod itself is not counted against its own node.
         self.assertEqual(self.filter(pod("first", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
-        # Once the node's facts count the first pod, its VF is in use there and nothing else is taken.
-        done = facts("w1", used=4)
-        done["pfs"][0]["vfsInUse"]["0000:af:02.3"] = "uid-first"
+        # Once the node's facts count the first pod (its UID holds a VF there, one VF still
+        # free), nothing else is taken for it: the free VF is the second pod's. Counting the
+        # bound pod again would leave none.
+        done = facts("w1", used=3)
+        done["pfs"][0]["vfsInUse"]["0000:af:02.2"] = "uid-first"
         self.cluster([node("w1", doc=done)], [sriov_nad()], [pod("first", "sriov-a", node_name="w1")])
         self.start()
-        self.assertEqual(self.filter(pod("second", "sriov-a"), names=["w1"])["NodeNames"], [])
+        self.assertEqual(self.filter(pod("second", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
+
+    def prioritize(self, p, names):
+        status, data = self.post("prioritize", {"Pod": p, "Nodes": None, "NodeNames": names})
+        self.assertEqual(status, 200, data)
+        scores = [(h["Host"], h["Score"]) for h in json.loads(data)]
+        self.assertEqual([h for h, _ in scores], names, "one score per node, in the request's order")
+        return dict(scores)
+
+    def test_prioritize_scores_one_plus_nine_times_the_least_headroom_the_pod_leaves(self):
+        # Headroom after this pod: free VFs of the PF / configured VFs, free addresses of the
+        # pool / its size; the least of them. Score = 1 + round(9 x headroom).
+        def pool(doc, size, used):
+            doc["networks"] = [{"name": "sriov-a", "rangeSets": [
+                {"rangeSet": "10.9.0.1-10.9.0.%d" % size, "size": size, "used": used, "free": size - used}]}]
+            return doc
+        nodes = [node("vf4", doc=facts("vf4", used=0)),          # 3 of 4 VFs left: 1 + round(6.75) = 8
+                 node("vf3", doc=facts("vf3", used=1)),          # 2 of 4: 1 + round(4.5) = 6
+                 node("vf2", doc=facts("vf2", used=2)),          # 1 of 4: 1 + round(2.25) = 3
+                 node("vf1", doc=facts("vf1", used=3)),          # none left after it: 1
+                 node("pool", doc=pool(facts("pool", used=0), 10, 6)),   # min(3/4, 3/10): 1 + round(2.7) = 4
+                 node("full", doc=facts("full", used=4))]        # does not fit: 0
+        self.cluster(nodes, [sriov_nad()])
+        self.start()
+        names = [n["metadata"]["name"] for n in nodes]
+        self.assertEqual(self.prioritize(pod("p", "sriov-a"), names),
+                         {"vf4": 8, "vf3": 6, "vf2": 3, "vf1": 1, "pool": 4, "full": 0})
+        # A pod without topocni networks is not ranked: every node alike.
+        plain = pod("q", "")
+        del plain["metadata"]["annotations"]
+        self.assertEqual(set(self.prioritize(plain, names).values()), {0})
+
+    def test_a_node_without_fresh_facts_scores_below_every_node_that_fits_on_fresh_facts(self):
+        # The fresh node keeps no headroom at all after the pod (its last VF): still above a node
+        # whose publisher stopped (old facts) or never published, which the NAD lets pass.
+        self.cluster([node("last-vf", doc=facts("last-vf", used=3)), node("stale", doc=facts("stale", used=0, taken=OLD)),
+                      node("silent")], [sriov_nad()])
+        self.start()
+        p = pod("p", "sriov-a")
+        self.assertEqual(self.filter(p, names=["stale", "silent", "last-vf"])["NodeNames"], ["stale", "silent", "last-vf"])
+        scores = self.prioritize(p, ["stale", "silent", "last-vf"])
+        self.assertEqual(scores, {"stale": 0, "silent": 0, "last-vf": 1})
 
     def test_stale_or_missing_facts_are_decided_by_unknown_topology(self):
         self.cluster([node("stale", doc=facts("stale", numa=0, taken=OLD)), node("silent")],
@@ -305,6 +349,41 @@ class Extender(unittest.TestCase):
         status, _ = self.post("filter", {"Pod": pod("p", "sriov-a"), "NodeNames": ["w" * 2000]})
         self.assertEqual(status, 413)
         self.assertEqual(self.post("filter", {"Pod": pod("p", "sriov-a"), "NodeNames": ["w1"]})[0], 200)
+
+    def test_a_hostile_body_of_nested_objects_costs_a_bounded_multiple_of_its_size_and_its_memory_comes_back(self):
+        # 17 and 51 MiB of nested objects, well under the default --max-body (256 MiB), in the Pod
+        # (the part of ExtenderArgs its sender shapes freely). README: a request costs at most its
+        # size, 1 KiB per node and 32 MiB at its peak, and RSS comes back within 32 MiB of where it was.
+        self.cluster([node("w1", doc=facts("w1"))], [sriov_nad()])
+        self.start(tls=False)
+        self.assertEqual(self.filter(pod("p", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])   # warm
+        pid = self.proc.pid
+
+        def wrap(value):
+            p = pod("p", "sriov-a")
+            p["spec"]["x"] = "@"
+            return json.dumps({"Pod": p, "NodeNames": ["w1"]}).replace('"@"', value)
+
+        for size in (17 * MiB, 51 * MiB):
+            for shape, body in nested_bodies(size, wrap).items():
+                for verb in ("filter", "prioritize"):
+                    with self.subTest(size=size, shape=shape, verb=verb):
+                        reset_peak(pid)
+                        rss = proc_status(pid, "VmRSS")
+                        status, data = self.post(verb, body)
+                        peak = proc_status(pid, "VmHWM")
+                        if shape == "deep":   # refused at Go's depth, 10000, with words that say so
+                            self.assertIn("nested deeper than 10000 levels", data.decode())
+                            self.assertEqual(status, 200 if verb == "filter" else 400)
+                        else:   # nothing is built of the Pod: answered as any other
+                            self.assertEqual(status, 200, data[:300])
+                            r = json.loads(data)
+                            self.assertEqual(r["NodeNames"] if verb == "filter" else [h["Host"] for h in r], ["w1"])
+                        self.assertLessEqual(peak - rss, len(body) + 32 * MiB,
+                                             f"peak {peak >> 20} MiB from {rss >> 20} MiB for {len(body) >> 20} MiB")
+                        after = proc_status(pid, "VmRSS")
+                        self.assertLessEqual(after - rss, 32 * MiB, f"RSS {after >> 20} MiB after, {rss >> 20} MiB before")
+        self.assertEqual(self.filter(pod("p", "sriov-a"), names=["w1"])["NodeNames"], ["w1"])
 
     def test_a_request_in_pieces_pipelined_or_chunked_is_read_whole(self):
         # A body of known length is read straight from the socket, not through Beast's

@@ -40,6 +40,32 @@ TEST_CASE("the reader accepts and refuses exactly what nlohmann's parser does") 
     }
 }
 
+TEST_CASE("containers nest as deep as Go's encoding/json allows and no deeper, however they are read") {
+    using base::json_text::kMaxDepth;
+    auto nested = [](size_t depth, const std::string& open, const std::string& close) {
+        std::string s;
+        for (size_t i = 0; i < depth; ++i) s += open;
+        for (size_t i = 0; i < depth; ++i) s += close;
+        return s;
+    };
+    CHECK(reader_accepts(nested(kMaxDepth, "[", "]")));
+    CHECK(reader_accepts(nested(kMaxDepth, "{\"a\":", "}").replace(kMaxDepth * 5, 0, "1")));
+    CHECK_FALSE(reader_accepts(nested(kMaxDepth + 1, "[", "]")));
+    CHECK_FALSE(reader_accepts(nested(kMaxDepth + 1, "{\"a\":", "}").replace((kMaxDepth + 1) * 5, 0, "1")));
+    // Entered member by member, then skipped: the levels add up.
+    std::string deep = "{\"x\":" + nested(kMaxDepth, "[", "]") + "}";
+    Reader r(deep);
+    std::string key;
+    r.begin_object();
+    REQUIRE(r.next_member(key));
+    try {
+        r.skip();
+        FAIL("one level too deep was read");
+    } catch (const base::json_text::SyntaxError& e) {
+        CHECK(std::string(e.what()).find("nested deeper than 10000 levels") != std::string::npos);
+    }
+}
+
 TEST_CASE("strings are decoded as nlohmann decodes them, long ones included") {
     std::string long_one = "\"" + std::string(100, 'x') + "\\n" + std::string(37, 'y') + "\xc3\xa9\\u20ac\"";
     for (std::string text : {std::string("\"\\u00e9\\ud83d\\ude00\\\"\\\\\\/\\b\\f\\n\\r\\t\""), long_one}) {

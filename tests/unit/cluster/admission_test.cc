@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <unistd.h>
 
+#include "base/json_text.h"
 #include "cni/cluster/admission.h"
 #include "cni/cluster/resources.h"
 #include "cni/error.h"
 #include "conf/placement.h"
+#include "../support.h"
 
 using nlohmann::json;
 using namespace cni::cluster;
@@ -91,6 +93,9 @@ TEST_CASE("resource names are valid by Kubernetes' rules, stable, and distinct f
     CHECK_FALSE(valid_resource_name("topocni.io/" + std::string(64, 'x'), &why));
     CHECK(is_topocni_resource("bandwidth.topocni.io/x"));
     CHECK_FALSE(is_topocni_resource("intel.com/sriov"));
+    // The extender's marker is valid, and not one the publisher keeps on Nodes.
+    CHECK(valid_resource_name(kMarkerResource, &why));
+    CHECK_FALSE(is_topocni_resource(kMarkerResource));
 }
 
 TEST_CASE("quantities are read as Kubernetes writes them") {
@@ -207,7 +212,9 @@ TEST_CASE("the patch writes requests equal to limits into the first container an
         json p = pod("a,b,a");
         p["spec"]["containers"].push_back({{"name", "sidecar"}, {"image", "busybox"}});
         json out = admitted(p, nads);
-        json want_res = {{"bandwidth.topocni.io/macvlan.eth1.egress", "250"}, {"addresses.topocni.io/a", "2"}};
+        // ... and one marker per pod, whatever its networks: the extender's managedResources.
+        json want_res = {{"bandwidth.topocni.io/macvlan.eth1.egress", "250"}, {"addresses.topocni.io/a", "2"},
+                         {"topocni.io/networks", "1"}};
         CHECK(out["spec"]["containers"][0]["resources"]["requests"] == want_res);
         CHECK(out["spec"]["containers"][0]["resources"]["limits"] == want_res);
         CHECK_FALSE(out["spec"]["containers"][1].contains("resources"));
@@ -227,8 +234,13 @@ TEST_CASE("the patch writes requests equal to limits into the first container an
         p["spec"]["containers"][0]["resources"]["limits"]["intel.com/sriov"] = "1";
         json out = admitted(p, nads);
         auto& r = out["spec"]["containers"][0]["resources"];
-        CHECK((r["limits"] == json{{"cpu", "2"}, {"intel.com/sriov", "1"}, {"bandwidth.topocni.io/macvlan.eth1.egress", "50"}}));
-        CHECK((r["requests"] == json{{"memory", "1Gi"}, {"bandwidth.topocni.io/macvlan.eth1.egress", "50"}}));
+        CHECK((r["limits"] == json{{"cpu", "2"}, {"intel.com/sriov", "1"}, {"bandwidth.topocni.io/macvlan.eth1.egress", "50"},
+                                   {"topocni.io/networks", "1"}}));
+        CHECK((r["requests"] == json{{"memory", "1Gi"}, {"bandwidth.topocni.io/macvlan.eth1.egress", "50"}, {"topocni.io/networks", "1"}}));
+        // The marker alone is ours too: such a pod was admitted already.
+        json marked = pod("b");
+        marked["spec"]["containers"][0]["resources"] = {{"limits", {{"topocni.io/networks", "1"}}}};
+        CHECK(mutate_pod(marked, "default", nads.lookup()).patch.empty());
     }
     SUBCASE("one existing term gets the requirements beside its own; matchFields stay") {
         json aff = json::parse(R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[
@@ -286,7 +298,8 @@ TEST_CASE("a missing NAD refuses the pod naming it; a pod without topocni networ
     // Every form Multus accepts names the same NAD.
     for (auto& form : {"a", "default/a", "a@net1", R"([{"name":"a","namespace":"default","interface":"net1"}])"}) {
         json out = admitted(pod(form), nads);
-        CHECK_MESSAGE((out["spec"]["containers"][0]["resources"]["requests"] == json{{"addresses.topocni.io/a", "1"}}), form);
+        CHECK_MESSAGE((out["spec"]["containers"][0]["resources"]["requests"] ==
+                       json{{"addresses.topocni.io/a", "1"}, {"topocni.io/networks", "1"}}), form);
     }
 }
 
@@ -319,4 +332,37 @@ TEST_CASE("an AdmissionReview is answered with the request's uid, a base64 JSONP
     CHECK((r["response"] == json{{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"}, {"allowed", true}}));
     CHECK_THROWS_AS(review("[]", nads.lookup()), base::Error);
     CHECK_THROWS_AS(review(R"({"request":{"uid":5}})", nads.lookup()), base::Error);
+}
+
+namespace {
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("a review builds a tree only of the pod's parts the webhook reads, at most 1 MiB of them") {
+    Nads nads;
+    nads.add(nad("a", macvlan_conf("a", {{"ipam", host_local("10.1.0.0/24")}})));
+    // The review of pod("a") with `where` ("x": elsewhere in spec, "affinity") holding `text`.
+    auto body = [](const std::string& where, const std::string& text) {
+        json p = pod("a");
+        p["spec"][where] = "@";
+        json req = {{"request", {{"uid", "u"}, {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                                 {"namespace", "default"}, {"operation", "CREATE"}, {"object", p}}}};
+        std::string s = req.dump();
+        return s.replace(s.find("\"@\""), 3, text);
+    };
+    std::string wide = "[";
+    while (wide.size() < (2u << 20)) wide += R"({"a":{"b":{}}},)";
+    wide += "{}]";
+    json plain = json::parse(review(body("x", "1"), nads.lookup()));
+    json big = json::parse(review(body("x", wide), nads.lookup()));
+    CHECK(big["response"]["patch"] == plain["response"]["patch"]);
+    CHECK(has(support::coded_error([&] { review(body("affinity", wide), nads.lookup()); }), "more than 1048576"));
+    std::string deep = std::string(base::json_text::kMaxDepth, '[') + std::string(base::json_text::kMaxDepth, ']');
+    CHECK(has(support::coded_error([&] { review(body("x", deep), nads.lookup()); }), "nested deeper than 10000 levels"));
+    // The annotations it does not read are not kept, and change nothing.
+    json p = pod("a");
+    p["metadata"]["annotations"]["example.com/other"] = "x";
+    json req = {{"request", {{"uid", "u"}, {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                             {"namespace", "default"}, {"operation", "CREATE"}, {"object", p}}}};
+    CHECK(json::parse(review(req.dump(), nads.lookup()))["response"]["patch"] == plain["response"]["patch"]);
 }

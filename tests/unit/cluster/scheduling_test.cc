@@ -2,6 +2,7 @@
 // accepts, ExtenderArgs read as Go reads it, and judge_node's verdicts and words.
 #include <doctest/doctest.h>
 
+#include "base/json_text.h"
 #include "cni/cluster/extender.h"
 #include "cni/cluster/networks.h"
 #include "cni/cluster/scheduling.h"
@@ -101,7 +102,7 @@ TEST_CASE("the networks annotation is read in every form Multus accepts") {
 
 TEST_CASE("ExtenderArgs are read with Go's names in any case, and a request without nodes is refused") {
     auto a = parse_extender_args(R"({"Pod": {"metadata": {"name": "p"}}, "Nodes": null, "NodeNames": ["w1", "w2"]})");
-    CHECK(a.pod["metadata"]["name"] == "p");
+    CHECK(a.pod.name == "p");
     CHECK_FALSE(a.nodes);
     REQUIRE(a.node_names);
     CHECK(a.node_names->size() == 2);
@@ -110,7 +111,23 @@ TEST_CASE("ExtenderArgs are read with Go's names in any case, and a request with
     CHECK(b.nodes->size() == 1);
     // As Go decodes: a later member of the same field (in any case) wins.
     auto c = parse_extender_args(R"({"Pod": {"metadata": {"name": "a"}}, "pod": {"metadata": {"name": "b"}}, "NodeNames": ["x"], "nodeNames": null, "Nodes": {"items": []}})");
-    CHECK(c.pod["metadata"]["name"] == "b");
+    CHECK(c.pod.name == "b");
+    // The Pod's fields as Go fills a v1.Pod: names ignoring case, annotation keys exact, a
+    // later value winning, null emptying the annotations; nothing else of it is kept.
+    auto d = parse_extender_args(R"({"Pod": {"spec": {"x": [1, {"y": null}]}, "Metadata": {"NAME": "n", "namespace": "ns", "uid": "u",
+        "annotations": {"k8s.v1.cni.cncf.io/networks": "a", "K8s.v1.cni.cncf.io/networks": "no"}, "uid": "u2"}}, "NodeNames": []})");
+    CHECK((d.pod.name == "n" && d.pod.namespace_ == "ns" && d.pod.uid == "u2" && d.pod.networks == "a"));
+    auto e = parse_extender_args(R"({"Pod": {"metadata": {"annotations": {"k8s.v1.cni.cncf.io/networks": "a"}}}, "Pod": {"metadata": {"annotations": null}}, "NodeNames": []})");
+    CHECK(e.pod.networks.empty());
+    // Bounded: nesting as deep as Go's decoder allows, and a count of nodes.
+    std::string deep = R"({"Pod": {"x": )" + std::string(base::json_text::kMaxDepth, '[') + std::string(base::json_text::kMaxDepth, ']') + R"(}, "NodeNames": []})";
+    CHECK(has(support::coded_error([&] { parse_extender_args(deep); }), "nested deeper than 10000 levels"));
+    std::string many = R"({"Pod": {}, "NodeNames": [)";
+    for (size_t i = 0; i <= kMaxNodesPerRequest; ++i) many += i ? ",\"w\"" : "\"w\"";
+    CHECK(has(support::coded_error([&] { parse_extender_args(many + "]}"); }), "more than 100000 nodes in one request"));
+    many.pop_back();
+    many.resize(many.rfind(','));
+    CHECK(parse_extender_args(many + "]}").node_names->size() == kMaxNodesPerRequest);
     CHECK_FALSE(c.node_names);
     CHECK(c.nodes->empty());
     CHECK(has(support::coded_error([] { parse_extender_args(R"({"Pod": {}})"); }), "neither Nodes nor NodeNames"));
@@ -243,8 +260,11 @@ TEST_CASE("filter answers with the survivors in the field the scheduler reads, a
     CHECK(r["Error"] == "");
     json p = json::parse(ext.prioritize(names, kNow));
     REQUIRE(p.size() == 4);
-    CHECK(p[0] == json({{"Host", "w1"}, {"Score", 8}}));   // 3 of 4 VFs left
-    CHECK(p[2] == json({{"Host", "w3"}, {"Score", 0}}));   // the last VF
+    // 1 + round(9 x headroom) on fresh facts; 0 for a node that does not fit or has no facts.
+    CHECK(p[0] == json({{"Host", "w1"}, {"Score", 8}}));   // 3 of 4 VFs left after it: 1 + round(9 x 3/4)
+    CHECK(p[1] == json({{"Host", "w2"}, {"Score", 0}}));   // does not fit
+    CHECK(p[2] == json({{"Host", "w3"}, {"Score", 1}}));   // the last VF: fits, no headroom left
+    CHECK(p[3] == json({{"Host", "w4"}, {"Score", 0}}));   // no facts: below every fresh node
     // Full Nodes: the ones that fit come back as sent. w2 is sent newer than the cache
     // holds (another resourceVersion, its VF now on NUMA node 1): the request's copy decides.
     json w2 = node("w2", 1, 0);
