@@ -137,7 +137,6 @@ void add_admission_webhook(CLI::App& app, int& status) {
         cluster::NadLookup lookup = [&](const cluster::NetworkSelection& s) { return nads.lookup(s); };
         auto handler = [&](kube::server::Request r) -> kube::server::Response {
             std::string path = r.target.substr(0, r.target.find('?'));
-            if (r.method == "GET" && (path == "/healthz" || path == "/readyz")) return {200, R"({"status":"ok"})"};
             if (path != o->path) return {404, R"({"error":"no such path"})"};
             if (r.method != "POST") return {405, R"({"error":"POST an AdmissionReview"})"};
             // A review is a few KiB; what a bigger one freed goes back to the system at once

@@ -581,7 +581,6 @@ std::string Extender::prioritize(const ExtenderArgs& a, std::time_t now) {
 
 Extender::Reply Extender::handle(const std::string& method, const std::string& target, std::string body) {
     std::string path = target.substr(0, target.find('?'));
-    if (method == "GET" && path == "/healthz") return {200, R"({"status":"ok"})"};
     bool filter_verb = path == o_.url_prefix + "/filter", prioritize_verb = path == o_.url_prefix + "/prioritize";
     if (!filter_verb && !prioritize_verb) return {404, R"({"Error":"no such verb"})"};
     if (method != "POST") return {405, R"({"Error":"POST only"})"};

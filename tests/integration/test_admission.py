@@ -34,6 +34,9 @@ from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, nad_object, writ
 from jsonpatch_apply import apply_checked
 from memwatch import MiB, nested_bodies, proc_status, reset_peak
 
+# Loopback only: no namespaces, so these run as any user (cnitest.main).
+NEEDS_ROOT = False
+
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 ADMITTED = "topocni.io/admitted"
 BW = "bandwidth.topocni.io/"

@@ -24,6 +24,9 @@ from cnitest import BIN, main
 from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, write_kubeconfig
 from memwatch import MiB, nested_bodies, proc_status, reset_peak
 
+# Loopback only: no namespaces, so these run as any user (cnitest.main).
+NEEDS_ROOT = False
+
 NOW = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 OLD = "2020-01-01T00:00:00Z"
 

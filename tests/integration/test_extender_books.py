@@ -24,6 +24,9 @@ from cnitest import BIN, main
 from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, write_kubeconfig
 from test_extender import facts, macvlan_nad, node, pod
 
+# Loopback only: no namespaces, so these run as any user (cnitest.main).
+NEEDS_ROOT = False
+
 MBIT = 1_000_000
 NODES = ["busy", "quiet"]
 

@@ -26,6 +26,9 @@ import unittest
 from cnitest import BIN, main
 from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, nad_object, openssl, write_kubeconfig
 
+# Loopback only: no namespaces, so these run as any user (cnitest.main).
+NEEDS_ROOT = False
+
 MACVLAN = {"cniVersion": "1.0.0", "name": "mv", "type": "topocni", "attachment": "macvlan", "master": "eth1",
            "bandwidth": {"egressRate": 10_000_000}, "ipam": {"type": "host-local", "subnet": "10.10.0.0/24"}}
 

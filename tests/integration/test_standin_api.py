@@ -20,6 +20,9 @@ import unittest
 from cnitest import BIN, main
 from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, nad_object, write_kubeconfig
 
+# Loopback only: no namespaces, so these run as any user (cnitest.main).
+NEEDS_ROOT = False
+
 TOKEN = "standin-token"
 STATUS_PATH = "/api/v1/nodes/worker-1/status"
 EXTENDED = "bandwidth.topocni.io/macvlan.eth1.egress"   # an extended resource name, as the publisher makes them

@@ -24,6 +24,9 @@ from cnitest import BIN, main
 from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, write_kubeconfig
 from test_extender import facts, macvlan_nad, node, pod, sriov_nad
 
+# Loopback only: no namespaces, so these run as any user (cnitest.main).
+NEEDS_ROOT = False
+
 PATHS = ("/api/v1/nodes", NAD_PATH, "/api/v1/pods")
 
 
