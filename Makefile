@@ -17,7 +17,6 @@ DEB_DEPS := cmake g++ clang libclang-rt-14-dev make pkg-config nlohmann-json3-de
 # One clang build with ASan and UBSan (build-san/) holds both the libFuzzer targets and the
 # sanitizer build of the whole suite: every source compiled once for the two.
 SAN_BUILD     ?= build-san
-FUZZ_BUILD    ?= $(SAN_BUILD)
 # ctest runs this many tests at once: each integration test makes its own namespaces, links
 # and temp dirs (named with its pid), and most of their time is spent waiting on the kernel,
 # sockets and timers, so two cores serve more than two.
@@ -50,7 +49,7 @@ release: deps
 # Every test: unit and integration (ctest), then each fuzz target for a few seconds.
 test: build release fuzz-build
 	cd $(BUILD) && TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure -j $(TEST_JOBS)
-	tests/fuzz/run.sh $(FUZZ_BUILD) 5
+	tests/fuzz/run.sh $(SAN_BUILD) 5
 
 # The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer.
 # (The fuzz targets of `make test` are already built there; this adds the rest.)
@@ -67,7 +66,7 @@ fuzz-build: san-configure
 	cmake --build $(SAN_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
 
 fuzz: fuzz-build
-	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	tests/fuzz/run.sh $(SAN_BUILD) $(FUZZ_SECONDS)
 
 demo: release
 	/usr/bin/python3 examples/demo.py $(RELEASE_BUILD)/topocni

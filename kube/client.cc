@@ -166,7 +166,7 @@ Page Client::list(const std::string& path, const std::string& resource, size_t p
 
 std::string Client::watch(const std::string& path, const std::string& resource_version, const std::string& resource,
                           const std::function<bool(const Event&)>& on_event, const std::function<bool()>& stop,
-                          int timeout_seconds) {
+                          int timeout_seconds, const std::function<void()>& on_open) {
     std::string target = join_query(path, "watch=1&allowWatchBookmarks=true&timeoutSeconds=" +
                                               std::to_string(timeout_seconds) +
                                               (resource_version.empty() ? "" : "&resourceVersion=" + url_escape(resource_version)));
@@ -175,7 +175,13 @@ std::string Client::watch(const std::string& path, const std::string& resource_v
     if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
     std::string error_body;
     WatchDecoder decoder("Kubernetes API: WATCH " + kc_.server + path + ": ", resource_version, kMaxWatchLine);
-    auto on_data = [&](std::string_view piece) { return decoder.feed(piece, on_event); };
+    auto on_data = [&](std::string_view piece) {
+        if (piece.empty()) {   // the 200's header: the stream is open
+            if (on_open) on_open();
+            return true;
+        }
+        return decoder.feed(piece, on_event);
+    };
     // The server ends the stream after timeoutSeconds; a little more before calling it dead.
     auto idle = std::chrono::seconds(timeout_seconds + 30);
     int status;

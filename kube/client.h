@@ -86,10 +86,11 @@ public:
     /// seen, when the server ends the stream (after about `timeout_seconds`), `stop()` is
     /// true or `on_event` returns false. A resource version the server no longer has (HTTP
     /// 410, or an ERROR event with a 410 Status) throws ResourceVersionUnavailable with
-    /// http_status 410: list again. Lines over 16 MiB throw.
+    /// http_status 410: list again. Lines over 16 MiB throw. `on_open` is called once the
+    /// server has answered 200 (the stream is open; a failure before it never ran).
     std::string watch(const std::string& path, const std::string& resource_version, const std::string& resource,
                       const std::function<bool(const Event&)>& on_event, const std::function<bool()>& stop,
-                      int timeout_seconds = 300);
+                      int timeout_seconds = 300, const std::function<void()>& on_open = {});
 
     /// TCP connections opened so far (connection reuse, for tests and logs).
     int connections_opened() const;

@@ -350,6 +350,12 @@ int Connection::stream(const Request& r, std::chrono::milliseconds timeout, std:
     int status = static_cast<int>(parser.get().result_int());
     std::string& body = parser.get().body();
     const bool ok = status == 200;
+    // The stream is open: an empty piece says so once (a watcher counts from here how long
+    // its WATCH ran; a failure before this point never "ran a while").
+    if (ok && !on_data(std::string_view{})) {
+        m.close();
+        return status;
+    }
     auto last_data = std::chrono::steady_clock::now();
     while (!parser.is_done()) {
         if (stop && stop()) {

@@ -54,7 +54,8 @@ public:
     /// connection, TLS handshake and exchange each get what is left of it.
     Response request(const Request& r, std::chrono::milliseconds timeout, size_t max_body);
 
-    /// Sends `r` and hands the body to `on_data` piece by piece as it arrives, until the
+    /// Sends `r` and, once a 200's header has arrived, hands `on_data` an empty piece (the
+    /// stream is open), then the body piece by piece as it arrives, until the
     /// body ends, `on_data` returns false, `stop()` returns true (asked every 200 ms) or
     /// nothing arrives for `idle` (Unavailable). `timeout` bounds the request up to the
     /// answer's header. A status other than 200 returns at once with the body (at most

@@ -1,6 +1,7 @@
 #include "kube/reflector.h"
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "kube/error.h"
@@ -67,9 +68,12 @@ private:
     }
 
     void watch() {
-        const auto began = Clock::now();
+        // Ran well: delivered an event, or stayed open a second after the server's 200. Counted
+        // from the 200, not from the request: a connect time-out or a 5xx from an overloaded
+        // server also takes seconds, and must not reset the back-off it is there to grow.
+        std::optional<Clock::time_point> opened;
         bool any = false;
-        auto ran_well = [&] { return any || Clock::now() - began >= std::chrono::seconds(1); };
+        auto ran_well = [&] { return any || (opened && Clock::now() - *opened >= std::chrono::seconds(1)); };
         try {
             // client-go: minWatchTimeout * (1 + rand), so that watches end (and list) apart.
             int timeout = static_cast<int>(base::jittered(o_.watch_timeout, 1.0, o_.random));
@@ -78,7 +82,7 @@ private:
                 seen(e.object);   // kept when the stream fails after it, as client-go's handleWatch does
                 h_.event(e);
                 return true;
-            }, stop_, timeout);
+            }, stop_, timeout, [&] { opened = Clock::now(); });
             if (ran_well()) return healthy();
             // A server that ends every WATCH at once (client-go's VeryShortWatchError).
             if (!stop_()) pause(backoff_.next(), stop_);

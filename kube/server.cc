@@ -5,6 +5,7 @@
 #include <boost/asio/strand.hpp>
 
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -126,7 +127,9 @@ private:
     void serve(tcp::socket sock);
     void refuse(tcp::socket sock, const char* why);
     void close_idle(bool kept_only);
-    /// Under mu_: the waiting ones past request_timeout, taken off the queue.
+    /// The caller closed its side and sent nothing we have not read.
+    static bool gone(tcp::socket& sock);
+    /// Under mu_: the waiting ones past max_wait, taken off the queue.
     std::vector<tcp::socket> expired_locked(Clock::time_point now);
 
     tls::ServerCertificate* cert_;
@@ -234,7 +237,7 @@ private:
             auto self = weak.lock();
             if (!self || ec) return;
             self->hurrying_ = false;
-            if (self->idle()) self->lowest().close();
+            if (self->s_.waiting() && self->idle()) self->lowest().close();
         });
     }
 
@@ -247,6 +250,10 @@ private:
 
     void on_header(beast::error_code ec) {
         answering_ = true;
+        if (hurrying_) {   // a request came: the idle connection's timer no longer applies
+            hurry_.cancel();
+            hurrying_ = false;
+        }
         if (ec == http::error::body_limit) return too_large();
         if (ec) return;   // closed, timed out, garbage: nothing to answer
         auto length = parser_->content_length();
@@ -415,9 +422,13 @@ void Server::release() {
         std::lock_guard<std::mutex> l(mu_);
         --live_;
         late = expired_locked(Clock::now());
-        if (!queue_.empty() && !stopping_) {
-            next.emplace(std::move(queue_.front().sock));
+        // A caller that gave up while it waited (its FIN is all there is to read) is not
+        // served: the work would be done for no one while the live callers wait longer.
+        while (!queue_.empty() && !stopping_ && !next) {
+            tcp::socket sock = std::move(queue_.front().sock);
             queue_.pop_front();
+            if (gone(sock)) continue;   // closed here
+            next.emplace(std::move(sock));
             ++live_;
         }
         queued_ = queue_.size();
@@ -433,9 +444,14 @@ void Server::release() {
     }
 }
 
+bool Server::gone(tcp::socket& sock) {
+    char c;
+    return ::recv(sock.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 std::vector<tcp::socket> Server::expired_locked(Clock::time_point now) {
     std::vector<tcp::socket> late;
-    while (!queue_.empty() && now - queue_.front().since >= o.request_timeout) {
+    while (!queue_.empty() && now - queue_.front().since >= o.max_wait) {
         late.push_back(std::move(queue_.front().sock));
         queue_.pop_front();
     }
@@ -457,7 +473,7 @@ void Server::tick() {
     if (int n = refused_.exchange(0))
         base::log::warn("busy: " + std::to_string(n) + " caller(s) answered 503 (" + std::to_string(o.max_connections) +
                         " served, " + std::to_string(o.max_queue) + " may wait, each at most " +
-                        std::to_string(o.request_timeout.count()) + " ms)");
+                        std::to_string(o.max_wait.count()) + " ms)");
     if (int n = dropped_.exchange(0))
         base::log::warn("busy: " + std::to_string(n) + " caller(s) closed unanswered (" + std::to_string(kMaxRefusals) +
                         " 503s already being delivered)");

@@ -37,10 +37,14 @@ struct Options {
     std::chrono::milliseconds request_timeout{10000};   ///< reading one request, and writing its answer
     int max_connections = 8;                   ///< served at once; more wait (max_queue)
     /// Accepted connections waiting for one of max_connections to end, oldest first. One
-    /// that finds the queue full, or has waited request_timeout, is answered 503. While any
+    /// that finds the queue full, or has waited max_wait, is answered 503. While any
     /// wait, answers say `Connection: close` and a kept-alive connection left idle is closed
     /// after a second, so that the places go round.
     int max_queue = 1024;
+    /// How long a connection may wait for a place: keep it below the callers' own time-out
+    /// (kube-scheduler's httpTimeout, a webhook's timeoutSeconds), or a caller that has given
+    /// up is served, and the 503 reaches no one.
+    std::chrono::milliseconds max_wait{10000};
     /// Threads serving the connections; 0: one per CPU this process may run on, at most
     /// max_connections; set: at most max_connections + 1. A handler that may wait (on the API) needs one per connection,
     /// and one more to accept, queue and refuse while every handler waits; one that only

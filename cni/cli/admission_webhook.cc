@@ -112,6 +112,8 @@ void add_admission_webhook(CLI::App& app, int& status) {
     auto o = std::make_shared<WebhookFlags>();
     o->service.server.listen = "0.0.0.0:8443";
     o->service.server.max_body = 8u << 20;   // the API server's own limit on an object is 3 MiB
+    // Below the example's timeoutSeconds (5): a review that waited longer has been given up.
+    o->service.server.max_wait = std::chrono::milliseconds(4000);
     o->service.api_timeout = 5;
     auto* cmd = app.add_subcommand("admission-webhook",
                                    "Serve a mutating admission webhook: pods' topocni networks become requests and node affinity");

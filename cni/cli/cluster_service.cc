@@ -66,10 +66,17 @@ void add_service_flags(CLI::App* cmd, ServiceFlags& f, const std::string& tls_ce
         ->check(CLI::Range(1, 256))
         ->capture_default_str();
     cmd->add_option("--max-queue", f.server.max_queue,
-                    "connections waiting for a place, oldest first, each at most 10 s (one more, or one that waited "
-                    "longer: 503)")
+                    "connections waiting for a place, oldest first, each at most --max-wait (one more, or one that "
+                    "waited longer: 503)")
         ->check(CLI::Range(0, 65536))
         ->capture_default_str();
+    // Seconds on the command line, kept in the server's milliseconds.
+    cmd->add_option_function<double>(
+           "--max-wait",
+           [&f](double s) { f.server.max_wait = std::chrono::milliseconds(static_cast<long long>(s * 1000)); },
+           "seconds a connection may wait for a place (keep it below the caller's time-out), default " +
+               std::to_string(f.server.max_wait.count()) + " ms")
+        ->check(CLI::Range(0.0, 600.0));
     cmd->add_option("--api-timeout", f.api_timeout, api_timeout_help)->capture_default_str();
 }
 

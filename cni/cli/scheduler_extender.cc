@@ -49,6 +49,8 @@ void add_scheduler_extender(CLI::App& app, int& status) {
     auto o = std::make_shared<ExtenderFlags>();
     o->service.server.listen = "0.0.0.0:8443";
     o->service.server.max_body = 256u << 20;
+    // Below the example's httpTimeout (2 s): a filter call that waited longer has been given up.
+    o->service.server.max_wait = std::chrono::milliseconds(1500);
     auto* cmd = app.add_subcommand("scheduler-extender",
                                    "Serve kube-scheduler's extender verbs: filter and prioritize nodes by topocni's networks");
     add_service_flags(cmd, o->service, "PEM certificate chain (with --tls-key: HTTPS)", "seconds per API request");

@@ -48,6 +48,15 @@ std::map<std::string, std::string> string_map(const json* j) {
     return out;
 }
 
+/// Whether any container asks for `name` (in requests or limits).
+bool asks_for(const json& containers, const std::string& name) {
+    for (auto& c : containers)
+        if (auto* r = member(c, "resources"))
+            for (const char* k : {"requests", "limits"})
+                if (auto* m = member(*r, k); m && m->is_object() && m->contains(name)) return true;
+    return false;
+}
+
 bool requests_topocni(const json& containers) {
     for (auto& c : containers)
         if (auto* r = member(c, "resources"))
@@ -174,6 +183,13 @@ Mutation mutate_pod(const json& pod, const std::string& ns, const NadLookup& nad
     if (!containers || !containers->is_array() || containers->empty()) return m;   // the API server refuses it anyway
     if (requests_topocni(*containers)) {
         m.warnings.push_back("topocni: the pod requests topocni resources already; left as it is");
+        // But for the marker: without it kube-scheduler never asks the extender about the pod
+        // (managedResources), and only ADD would judge its VFs, NUMA node and facts.
+        if (!asks_for(*containers, kMarkerResource)) try {
+                add_resources(m.patch, (*containers)[0], Resources{{kMarkerResource, 1}});
+            } catch (const base::Error& e) {
+                return deny(e.what());
+            }
         return m;
     }
     try {

@@ -194,8 +194,11 @@ class Server(unittest.TestCase):
         self.assert_busy_answers_are_well_formed(f"https://127.0.0.1:{self.port}/mutate", review("busy"))
 
     # --- point 7: a burst waits its turn ---
-    def test_a_burst_of_500_admission_reviews_at_the_defaults_is_answered_none_closed(self):
-        self.start("admission-webhook")
+    def test_a_burst_of_500_admission_reviews_at_the_default_8_connections_is_answered_none_closed(self):
+        # --max-wait raised: this asserts that none is closed, on however loaded a machine (a
+        # sanitizer build, ctest -j); how fast the default 4 s bound is met is the bench's
+        # (bench/admission.py --burst).
+        self.start("admission-webhook", "--max-wait", "60")
         n = 500
         gun = threading.Barrier(n + 1)
         results = [None] * n

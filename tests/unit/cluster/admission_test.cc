@@ -228,8 +228,12 @@ TEST_CASE("the patch writes requests equal to limits into the first container an
         p["spec"]["containers"][0]["resources"] = {
             {"limits", {{"cpu", "2"}, {"bandwidth.topocni.io/macvlan.eth1.egress", "0"}}},
             {"requests", {{"memory", "1Gi"}}}};
-        // A zero request of ours is still ours: it is left as it is.
-        CHECK(mutate_pod(p, "default", nads.lookup()).patch.empty());
+        // A zero request of ours is still ours: it is left as it is, but for the marker,
+        // without which kube-scheduler would never ask the extender about the pod.
+        json only_marker = admitted(p, nads);
+        auto& mr = only_marker["spec"]["containers"][0]["resources"];
+        CHECK((mr["limits"] == json{{"cpu", "2"}, {"bandwidth.topocni.io/macvlan.eth1.egress", "0"}, {"topocni.io/networks", "1"}}));
+        CHECK((mr["requests"] == json{{"memory", "1Gi"}, {"topocni.io/networks", "1"}}));
         p["spec"]["containers"][0]["resources"]["limits"].erase("bandwidth.topocni.io/macvlan.eth1.egress");
         p["spec"]["containers"][0]["resources"]["limits"]["intel.com/sriov"] = "1";
         json out = admitted(p, nads);
