@@ -9,7 +9,8 @@
 #include "fuzz.h"
 
 TOPOCNI_FUZZ_TARGET({
-    bool ours = true, too_deep = false;
+    bool ours = true;   // (one declarator a line: a comma here would split the macro argument)
+    bool too_deep = false;
     std::string first;
     bool first_is_string = false;
     try {
