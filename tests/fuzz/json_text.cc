@@ -26,7 +26,7 @@ TOPOCNI_FUZZ_TARGET({
         ours = false;
         too_deep = std::string(e.what()).find("nested deeper") != std::string::npos;
     }
-    if (too_deep) return;   // beyond kMaxDepth, refused by design (nlohmann has no limit)
+    if (too_deep) return 0;   // beyond kMaxDepth, refused by design (nlohmann has no limit)
     // nlohmann stops at a NUL byte as at the end of the text; JSON has no place for one.
     bool nul = input.find('\0') != std::string::npos;
     if (nul ? ours : ours != nlohmann::json::accept(input)) std::abort();
