@@ -59,9 +59,13 @@ def nads():
             md["annotations"] = {"k8s.v1.cni.cncf.io/resourceName": resource}
         return {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": md,
                 "spec": {"config": json.dumps(conf)}}
-    topo = {"numaPolicy": "single-numa-node", "minLinkSpeedMbps": 10000, "maxAttachmentsPerMaster": 16}
+    # The two PFs sit on NUMA nodes 0 and 1: a pod asking single-numa-node of both could go
+    # nowhere (kubelet's Topology Manager would refuse it), so the second asks restricted.
+    def topo(p):
+        return {"numaPolicy": "single-numa-node" if p == 0 else "restricted", "minLinkSpeedMbps": 10000,
+                "maxAttachmentsPerMaster": 16}
     return [nad(f"sriov-{p}", {"cniVersion": "1.0.0", "name": f"sriov-{p}", "type": "topocni", "attachment": "sriov",
-                               "nodeSelector": {"topology.kubernetes.io/zone": "a"}, "topology": topo},
+                               "nodeSelector": {"topology.kubernetes.io/zone": "a"}, "topology": topo(p)},
                 f"intel.com/sriov_{p}") for p in range(2)] + [
         nad("mv", {"cniVersion": "1.0.0", "name": "mv", "type": "topocni", "attachment": "macvlan", "master": "eth1",
                    "topology": {"maxAttachmentsPerMaster": 8, "minLinkSpeedMbps": 10000},
