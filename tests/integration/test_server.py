@@ -77,7 +77,7 @@ class Server(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="topocni-srv-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
         self.pki = make_pki(os.path.join(self.tmp, "pki"))
-        self.api = ClusterApi(self.pki)
+        self.api = ClusterApi(self.pki, token="server-test")
         self.addCleanup(self.api.stop)
         self.api.put_nad(nad_object("mv", MACVLAN))
         self.kubeconfig = write_kubeconfig(os.path.join(self.tmp, "kubeconfig"), self.api.url(),
