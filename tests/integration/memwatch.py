@@ -20,6 +20,18 @@ def reset_peak(pid):
 MiB = 1 << 20
 
 
+def sanitized(binary):
+    """Whether `binary` is the AddressSanitizer build (make test-sanitize): its allocator keeps
+    freed memory in a quarantine and its own shadow, so RSS measures ASan, not topocni."""
+    marker, tail = b"__asan_init", b""
+    with open(binary, "rb") as f:
+        while chunk := f.read(8 << 20):
+            if marker in tail + chunk:
+                return True
+            tail = chunk[-len(marker):]
+    return False
+
+
 def nested_bodies(size, wrap):
     """Two hostile bodies of about `size` bytes, each `wrap(value)` with `value` nested JSON
     objects: one nested as deep as the size allows, one wide (many small nested objects)."""
