@@ -48,23 +48,20 @@ std::map<std::string, std::string> string_map(const json* j) {
     return out;
 }
 
-/// Whether any container asks for `name` (in requests or limits).
-bool asks_for(const json& containers, const std::string& name) {
-    for (auto& c : containers)
-        if (auto* r = member(c, "resources"))
-            for (const char* k : {"requests", "limits"})
-                if (auto* m = member(*r, k); m && m->is_object() && m->contains(name)) return true;
-    return false;
-}
-
-bool requests_topocni(const json& containers) {
+/// Whether any container asks (in requests or limits) for a resource `wanted` names.
+template <class Wanted>
+bool asks_for(const json& containers, Wanted wanted) {
     for (auto& c : containers)
         if (auto* r = member(c, "resources"))
             for (const char* k : {"requests", "limits"})
                 if (auto* m = member(*r, k); m && m->is_object())
                     for (auto it = m->begin(); it != m->end(); ++it)
-                        if (is_topocni_resource(it.key()) || it.key() == kMarkerResource) return true;
+                        if (wanted(it.key())) return true;
     return false;
+}
+
+bool requests_topocni(const json& containers) {
+    return asks_for(containers, [](const std::string& k) { return is_topocni_resource(k) || k == kMarkerResource; });
 }
 
 /// What a container already asks of `name`: its limit, else its request (for an extended
@@ -185,7 +182,7 @@ Mutation mutate_pod(const json& pod, const std::string& ns, const NadLookup& nad
         m.warnings.push_back("topocni: the pod requests topocni resources already; left as it is");
         // But for the marker: without it kube-scheduler never asks the extender about the pod
         // (managedResources), and only ADD would judge its VFs, NUMA node and facts.
-        if (!asks_for(*containers, kMarkerResource)) try {
+        if (!asks_for(*containers, [](const std::string& k) { return k == kMarkerResource; })) try {
                 add_resources(m.patch, (*containers)[0], Resources{{kMarkerResource, 1}});
             } catch (const base::Error& e) {
                 return deny(e.what());
