@@ -228,6 +228,18 @@ class NetnsTestCase(unittest.TestCase):
     def links(self, ns):
         return {l["ifname"]: l for l in json.loads(sh("ip", "-j", "-d", "link", "show", ns=ns))}
 
+    # The links as a plugin set them up, without what the kernel changes on its own a
+    # moment later: carrier comes up asynchronously (linkwatch), so NO-CARRIER, LOWER_UP
+    # and operstate may differ between two readings with nothing done in between.
+    def link_setup(self, ns):
+        volatile = {"NO-CARRIER", "LOWER_UP", "M-DOWN", "DORMANT"}
+        out = {}
+        for name, l in self.links(ns).items():
+            l = {k: v for k, v in l.items() if k not in ("operstate", "linkmode")}
+            l["flags"] = [f for f in l.get("flags", []) if f not in volatile]
+            out[name] = l
+        return out
+
     def addrs(self, ns, dev):
         out = json.loads(sh("ip", "-j", "addr", "show", "dev", dev, ns=ns))
         return [(a["local"], a["prefixlen"], a) for a in out[0]["addr_info"]] if out else []

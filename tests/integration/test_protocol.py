@@ -113,13 +113,13 @@ class Protocol(NetnsTestCase):
         first = self.run_plugin("ADD", conf, netns=path)
         self.assertOk(first)
         ip = first.json["ips"][0]["address"].split("/")[0]
-        files, links = self.files(), (self.links(self.node), self.links(pod))
+        files, links = self.files(), (self.link_setup(self.node), self.link_setup(pod))
         for cid, why in (("c1", "an earlier ADD of container 'c1'"), ("c2", "not an attachment of container 'c2'")):
             with self.subTest(container=cid):
                 retry = self.run_plugin("ADD", conf, container_id=cid, netns=path)
                 self.assertError(retry, 105, f"interface 'eth0' already exists in the pod netns '{path}'", why)
                 self.assertFilesUnchanged(files, f"ADD of {cid} again")
-                self.assertEqual((self.links(self.node), self.links(pod)), links)
+                self.assertEqual((self.link_setup(self.node), self.link_setup(pod)), links)
         self.assertTrue(self.ping(self.node, ip), "the first attachment still works")
         self.assertOk(self.run_plugin("CHECK", dict(conf, prevResult=first.json), netns=path))
         self.assertOk(self.run_plugin("DEL", conf, netns=path))
