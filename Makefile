@@ -46,17 +46,18 @@ release: deps
 	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release -DTOPOCNI_FAILPOINTS=OFF
 	cmake --build $(RELEASE_BUILD) -j $(JOBS) --target topocni
 
-# Every test: unit and integration (ctest), then each fuzz target for a few seconds.
-test: build release fuzz-build
+# Every test: unit, integration, and every fuzz target's seeds replayed (fuzz.replay.*),
+# all under ctest.
+test: build release
 	cd $(BUILD) && TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure -j $(TEST_JOBS)
-	tests/fuzz/run.sh $(SAN_BUILD) 5
 
-# The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer.
-# (The fuzz targets of `make test` are already built there; this adds the rest.)
+# The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer, then each
+# libFuzzer target (same build) fuzzing for a few seconds from its seeds.
 test-sanitize: deps release san-configure
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  TOPOCNI_CHURN_CYCLES=500 TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure -j $(TEST_JOBS)
+	tests/fuzz/run.sh $(SAN_BUILD) 5
 
 san-configure: deps
 	CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTOPOCNI_FAILPOINTS=ON -DTOPOCNI_FUZZ=ON

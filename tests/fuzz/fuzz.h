@@ -4,7 +4,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "cni/error.h"
 
@@ -17,3 +19,13 @@
         }                                                                           \
         return 0;                                                                   \
     }
+
+// A scratch file or directory a target writes its input into, removed when the process
+// exits (the replay in `make test` must leave nothing in /tmp; libFuzzer exits the same way).
+struct FuzzScratch {
+    std::string path;
+    ~FuzzScratch() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+};

@@ -14,12 +14,13 @@ TOPOCNI_FUZZ_TARGET({
     (void)ipam::held_by(r, {"c1", "eth0"});
     (void)ipam::legacy_of(r, {"c1", "eth0"});
     if (auto idx = ipam::parse_index(input)) (void)ipam::format_index(*idx);
-    static std::string path = [] {
+    static FuzzScratch scratch{[] {
         char tmpl[] = "/tmp/topocni-fuzz-resolv-XXXXXX";
         int fd = mkstemp(tmpl);
         close(fd);
         return std::string(tmpl);
-    }();
+    }()};
+    const std::string& path = scratch.path;
     if (FILE* f = std::fopen(path.c_str(), "w")) {
         std::fwrite(input.data(), 1, input.size(), f);
         std::fclose(f);

@@ -9,14 +9,15 @@
 #include "netns/sysfs.h"
 
 TOPOCNI_FUZZ_TARGET({
-    static std::string root = [] {
+    static FuzzScratch scratch{[] {
         char tmpl[] = "/tmp/topocni-fuzz-sysfs-XXXXXX";
         std::string r = mkdtemp(tmpl);
         mkdir((r + "/class").c_str(), 0755);
         mkdir((r + "/class/net").c_str(), 0755);
         mkdir((r + "/class/net/eth0").c_str(), 0755);
         return r;
-    }();
+    }()};
+    const std::string& root = scratch.path;
     for (auto* name : {"/numa_node", "/class/net/eth0/speed"}) {
         if (FILE* f = std::fopen((root + name).c_str(), "w")) {
             std::fwrite(input.data(), 1, input.size(), f);
