@@ -4,6 +4,7 @@
 #include "ipam/error.h"
 #include "kube/error.h"
 #include "netns/error.h"
+#include "placement/error.h"
 
 namespace cni {
 
@@ -46,6 +47,16 @@ int code(kube::Error::Kind k) {
     return kInternal;
 }
 
+int code(placement::Error::Kind k) {
+    switch (k) {
+        case placement::Error::Kind::Refused: return kPlacement;
+        case placement::Error::Kind::Invalid: return kInvalidConfig;
+        case placement::Error::Kind::Decoding: return kDecodingFailure;
+        case placement::Error::Kind::NotYet: return kTryAgainLater;
+    }
+    return kInternal;
+}
+
 }  // namespace
 
 int code_of(const base::Error& e) {
@@ -54,6 +65,7 @@ int code_of(const base::Error& e) {
     if (auto* i = dynamic_cast<const ipam::Error*>(&e)) return code(i->kind);
     if (auto* c = dynamic_cast<const conf::Error*>(&e)) return code(c->kind);
     if (auto* k = dynamic_cast<const kube::Error*>(&e)) return code(k->kind);
+    if (auto* p = dynamic_cast<const placement::Error*>(&e)) return code(p->kind);
     if (dynamic_cast<const base::FileError*>(&e)) return kIoFailure;
     if (dynamic_cast<const base::LockTimeout*>(&e)) return kTryAgainLater;
     return kInternal;

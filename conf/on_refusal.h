@@ -1,6 +1,6 @@
 // What happens to a pod after ADD refused it (code 100): the NAD keys onRefusal,
 // evictAfterRefusals and evictWindowSeconds. ADD only writes them into the pod's refusal
-// record (cni/placement/refusal_record.h); the node's refusal agent
+// record (placement/refusal_record.h); the node's refusal agent
 // (`topocni refusal-agent`) acts on them.
 #pragma once
 

@@ -245,7 +245,7 @@ void parse_placement(NetConf& c) {
     if (auto d = abs_path(j, "kubeletRootDir")) p.kubelet_root_dir = *d;
 
     // A veth has no device: its NUMA node, link speed and master are unknown topology,
-    // and unknownTopology decides (cni/placement/), so one NAD template with topology
+    // and unknownTopology decides (placement/), so one NAD template with topology
     // constraints works for every attachment kind. That minFreeAddresses has a host-local
     // pool to count is checked with the kind, which knows where its IPAM is (cni/attach/).
     c.placement = std::move(p);

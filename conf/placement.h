@@ -1,5 +1,5 @@
 // Placement constraints (nodeSelector, topology): the keys as plain structs. What they
-// mean at ADD lives in cni/placement/.
+// mean at ADD lives in placement/.
 #pragma once
 #include <optional>
 #include <string>

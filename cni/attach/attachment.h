@@ -6,7 +6,7 @@
 #include "base/rollback.h"
 #include "cni/error.h"
 #include "cni/context.h"
-#include "cni/placement/placement.h"
+#include "placement/placement.h"
 #include "cni/result.h"
 #include "conf/netconf.h"
 #include "netns/netns.h"
@@ -17,7 +17,7 @@ namespace cni {
 /// file each (veth.cc, macvlan.cc, sriov.cc, delegate.cc): its config keys, read and
 /// validated when the kind is made; the device it uses, for placement; and its part of
 /// each verb. The verbs (cni/verbs/add.cc, ...) own the order of steps, IPAM and the result.
-class Attachment : public Subject {
+class Attachment : public placement::Subject {
 public:
     virtual ~Attachment() = default;
     /// Whether topocni runs the config's IPAM for this kind. A delegate's plugin runs its

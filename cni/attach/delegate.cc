@@ -67,7 +67,7 @@ public:
 
     // Multus puts the device of a NAD's resourceName into the config it passes us; a
     // macvlan or ipvlan delegate without a master takes the default route's, as it would.
-    Device device(const conf::NetConf& c) const override {
+    placement::Device device(const conf::NetConf& c) const override {
         std::string t = type();
         if (auto pci = device_id_in(c.raw)) return pci_device(*pci, c);
         if (auto pci = device_id_in(keys_)) return pci_device(*pci, c);

@@ -18,14 +18,14 @@ std::optional<std::string> device_id_in(const nlohmann::json& j) {
     return std::nullopt;
 }
 
-Device pci_device(const std::string& pci, const conf::NetConf& c) {
+placement::Device pci_device(const std::string& pci, const conf::NetConf& c) {
     const std::string& sysfs = c.sysfs_root;
-    Device d;
+    placement::Device d;
     if (!netns::sysfs::is_pci_address(pci)) {
         d.none_why = "deviceID '" + pci + "' is not a PCI address";
         return d;
     }
-    d.kind = Device::Kind::Pci;
+    d.kind = placement::Device::Kind::Pci;
     d.name = pci;
     d.label = (netns::sysfs::Tree(sysfs).physfn(pci) ? "VF " : "PCI device ") + pci;
     // A VF in use has a state record, whichever network attached it.
@@ -35,9 +35,9 @@ Device pci_device(const std::string& pci, const conf::NetConf& c) {
     return d;
 }
 
-Device master_device(std::optional<std::string> master, const std::string& what, bool default_route, bool in_pod,
+placement::Device master_device(std::optional<std::string> master, const std::string& what, bool default_route, bool in_pod,
                      const std::string& link_kind) {
-    Device d;
+    placement::Device d;
     d.link_kind = link_kind;
     if (!master && default_route) {
         netns::nl::Socket s;
@@ -55,7 +55,7 @@ Device master_device(std::optional<std::string> master, const std::string& what,
         d.none_why = "master '" + *master + "' is in the pod netns (linkInContainer), out of the node's sysfs";
         return d;
     }
-    d.kind = Device::Kind::Master;
+    d.kind = placement::Device::Kind::Master;
     d.name = *master;
     d.label = "master '" + *master + "'";
     return d;

@@ -63,7 +63,7 @@ public:
         find_master(ctx);
     }
 
-    Device device(const conf::NetConf&) const override {
+    placement::Device device(const conf::NetConf&) const override {
         return master_device(keys_.master, "attachment macvlan", true, keys_.link_in_container, "macvlan");
     }
 

@@ -292,11 +292,11 @@ public:
         }
     }
 
-    Device device(const conf::NetConf& c) const override {
+    placement::Device device(const conf::NetConf& c) const override {
         // DEL and GC may not have the keys; a deviceID that was not read is taken as given.
         auto pci = keys_.device_id.empty() ? device_id_in(c.raw) : std::optional<std::string>(keys_.device_id);
         if (!pci) {
-            Device d;
+            placement::Device d;
             d.none_why = "attachment sriov names no device (no deviceID, pciBusID or master)";
             return d;
         }

@@ -49,8 +49,8 @@ class Veth : public Attachment {
 public:
     explicit Veth(VethKeys keys) : keys_(std::move(keys)) {}
 
-    Device device(const conf::NetConf&) const override {
-        Device d;
+    placement::Device device(const conf::NetConf&) const override {
+        placement::Device d;
         d.none_why = "attachment veth has no device";
         return d;
     }

@@ -1,5 +1,5 @@
 // `topocni admission-webhook`: the mutating admission webhook that writes a pod's topocni
-// networks into the pod (cni/cluster/admission.h). One LIST+WATCH loop keeps the NADs; a
+// networks into the pod (cluster/admission.h). One LIST+WATCH loop keeps the NADs; a
 // NAD not in the cache yet (created a moment before the pod) is read from the API before
 // the pod is refused for it. The server is kube/server.h: bounded in size, time and
 // concurrency; SIGTERM stops it cleanly.
@@ -14,7 +14,7 @@
 #include "cni/cli/api_credentials.h"
 #include "cni/cli/cli.h"
 #include "cni/cli/cluster_service.h"
-#include "cni/cluster/admission.h"
+#include "cluster/admission.h"
 #include "cni/error.h"
 #include "kube/client.h"
 #include "kube/error.h"

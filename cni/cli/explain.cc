@@ -11,7 +11,7 @@
 #include "cni/attach/attachment.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
-#include "cni/placement/placement.h"
+#include "placement/placement.h"
 #include "base/files.h"
 #include "cni/cli/config_file.h"
 
@@ -35,7 +35,7 @@ std::string explain_config_text(const ExplainOptions& o) {
 
 /// The facts are worded for the plugin, whose input is CNI_ARGS; explain's operator gives
 /// the pod by flag.
-void reword_for_the_cli(Verdict& v, const ExplainOptions& o) {
+void reword_for_the_cli(placement::Verdict& v, const ExplainOptions& o) {
     const std::string from = "no K8S_POD_UID in CNI_ARGS";
     if (auto at = v.evidence.find(from); at != std::string::npos) v.evidence.replace(at, from.size(), "no --pod-uid given");
     if (v.constraint == "nodeSelector" && !v.pass && o.node_labels.empty() &&
@@ -45,22 +45,22 @@ void reword_for_the_cli(Verdict& v, const ExplainOptions& o) {
 
 /// ADD refuses a master or PCI device that is not on the node (code 7) before any
 /// constraint is judged: say that first, rather than constraints judged on nothing.
-std::optional<Verdict> missing_device(const conf::NetConf& c, const Subject& s) {
-    Device d;
+std::optional<placement::Verdict> missing_device(const conf::NetConf& c, const placement::Subject& s) {
+    placement::Device d;
     try {
         d = s.device(c);
     } catch (const base::Error& e) {
-        return Verdict{"device", false, false, e.what()};
+        return placement::Verdict{"device", false, false, e.what()};
     }
-    if (d.kind == Device::Kind::Master && ::if_nametoindex(d.name.c_str()) == 0)
-        return Verdict{"master", false, false, "interface '" + d.name + "' not found on the node (ADD refuses it, code 7)"};
-    if (d.kind == Device::Kind::Pci && ::access((c.sysfs_root + "/bus/pci/devices/" + d.name).c_str(), F_OK) != 0)
-        return Verdict{"deviceID", false, false, "PCI device " + d.name + " not found in " + c.sysfs_root +
+    if (d.kind == placement::Device::Kind::Master && ::if_nametoindex(d.name.c_str()) == 0)
+        return placement::Verdict{"master", false, false, "interface '" + d.name + "' not found on the node (ADD refuses it, code 7)"};
+    if (d.kind == placement::Device::Kind::Pci && ::access((c.sysfs_root + "/bus/pci/devices/" + d.name).c_str(), F_OK) != 0)
+        return placement::Verdict{"deviceID", false, false, "PCI device " + d.name + " not found in " + c.sysfs_root +
                                                      "/bus/pci/devices (ADD refuses it, code 7)"};
     return std::nullopt;
 }
 
-const char* mark(const Verdict& v) { return !v.pass ? "FAIL" : v.warning ? "WARN" : "PASS"; }
+const char* mark(const placement::Verdict& v) { return !v.pass ? "FAIL" : v.warning ? "WARN" : "PASS"; }
 
 std::string lower(std::string s) {
     for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -80,17 +80,17 @@ int explain(const ExplainOptions& o) {
         }
         return explain_facts_main(text, o.config, o.facts, o.pod_uid, o.node_labels);
     }
-    std::vector<Verdict> verdicts;
+    std::vector<placement::Verdict> verdicts;
     conf::NetConf c;
     try {
         auto net = read_network(explain_config_text(o), {});
         c = net.conf;
         // Every constraint gets a line: one whose facts cannot be read (a missing master)
         // fails with the reason instead of cutting the report short.
-        const Subject& subject = *net.kind;
+        const placement::Subject& subject = *net.kind;
         if (c.placement || c.bandwidth)
             if (auto v = missing_device(c, subject)) verdicts.push_back(*v);
-        auto rest = evaluate_placement(c, subject, {o.pod_uid, "", "", nullptr}, {o.node_labels, false, true});
+        auto rest = placement::evaluate_placement(c, subject, {o.pod_uid, "", "", nullptr}, {o.node_labels, false, true, code_of});
         verdicts.insert(verdicts.end(), rest.begin(), rest.end());
     } catch (const base::Error& e) {
         std::cerr << "topocni explain: " << e.what() << " (code " << code_of(e) << ")"
@@ -100,7 +100,7 @@ int explain(const ExplainOptions& o) {
     for (auto& v : verdicts) reword_for_the_cli(v, o);
     std::string node;
     try {
-        node = c.placement ? node_name(*c.placement) : "";
+        node = c.placement ? placement::node_name(*c.placement) : "";
     } catch (const base::Error&) {
         node = "?";
     }

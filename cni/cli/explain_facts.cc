@@ -8,9 +8,9 @@
 #include "cni/attach/attachment.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
-#include "cni/placement/facts.h"
-#include "cni/placement/node_facts.h"
-#include "cni/placement/placement.h"
+#include "placement/facts.h"
+#include "placement/node_facts.h"
+#include "placement/placement.h"
 
 namespace cni {
 
@@ -19,50 +19,50 @@ namespace {
 using json = nlohmann::json;
 
 /// The document in `path`: the document itself, or a Node object carrying it as annotation.
-NodeFacts load_facts(const std::string& path) {
+placement::NodeFacts load_facts(const std::string& path) {
     auto text = path == "-" ? std::optional<std::string>(std::string(std::istreambuf_iterator<char>(std::cin), {}))
                             : base::fs::read_file(path);
     if (!text) throw Error(kInvalidConfig, "facts document '" + path + "' does not exist");
     json j = json::parse(*text, nullptr, false);
     if (j.is_object() && j.contains("metadata") && j["metadata"].is_object()) {   // a Node
         auto an = j["metadata"].find("annotations");
-        if (an == j["metadata"].end() || !an->is_object() || !an->contains(kFactsAnnotation) ||
-            !(*an)[kFactsAnnotation].is_string())
-            throw Error(kInvalidConfig, "'" + path + "' is a Node without the annotation " + kFactsAnnotation);
-        j = json::parse((*an)[kFactsAnnotation].get<std::string>(), nullptr, false);
+        if (an == j["metadata"].end() || !an->is_object() || !an->contains(placement::kFactsAnnotation) ||
+            !(*an)[placement::kFactsAnnotation].is_string())
+            throw Error(kInvalidConfig, "'" + path + "' is a Node without the annotation " + placement::kFactsAnnotation);
+        j = json::parse((*an)[placement::kFactsAnnotation].get<std::string>(), nullptr, false);
     }
     if (j.is_discarded()) throw Error(kDecodingFailure, "'" + path + "' is not JSON");
-    return facts_from_json(j);
+    return placement::facts_from_json(j);
 }
 
 }  // namespace
 
 int explain_facts_main(const std::string& config_text, const std::string& config_path, const std::string& facts_path,
                        const std::string& pod_uid, const std::string& node_labels_file) {
-    std::vector<Verdict> verdicts;
+    std::vector<placement::Verdict> verdicts;
     conf::NetConf c;
-    NodeFacts doc;
+    placement::NodeFacts doc;
     try {
         doc = load_facts(facts_path);
         auto net = read_network(config_text, {});
         c = net.conf;
-        const Subject& s = *net.kind;
-        PodInfo pod{pod_uid, "", "", nullptr};
-        EvalOptions opt{node_labels_file, false, true};
+        const placement::Subject& s = *net.kind;
+        placement::PodInfo pod{pod_uid, "", "", nullptr};
+        placement::EvalOptions opt{node_labels_file, false, true, code_of};
         // Only what the document cannot hold is read here: the device the kind names, the
         // node's labels, the pod's CPUs (kubelet's, on this node) and the pool's ranges.
-        Device d;
-        NodeLabels labels;
-        PodNuma numa;
+        placement::Device d;
+        placement::NodeLabels labels;
+        placement::PodNuma numa;
         std::optional<ipam::Config> pool;
         if (c.bandwidth || (c.placement && c.placement->topology)) d = s.device(c);
         if (c.placement && c.placement->node_selector) labels = node_labels(c, pod, opt);
         if (c.placement && c.placement->topology) {
-            numa = pod_numa(c, pod_uid, doc);
+            numa = placement::pod_numa(c, pod_uid, doc);
             if (c.placement->topology->min_free_addresses) pool = s.pool(c);
         }
-        auto src = published_facts(doc, d, labels, numa, pool);
-        verdicts = evaluate_on(c, *src, pod, opt);
+        auto src = placement::published_facts(doc, d, labels, numa, pool);
+        verdicts = placement::evaluate_on(c, *src, pod, opt);
     } catch (const base::Error& e) {
         std::cerr << "topocni explain: " << e.what() << " (code " << code_of(e) << ")"
                   << (e.details.empty() ? "" : ": " + e.details) << "\n";

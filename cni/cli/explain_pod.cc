@@ -1,12 +1,12 @@
 // `topocni explain --pod NS/NAME`: the last refusal of a pod on this node, from the record
-// the refused ADD left (cni/placement/refusal_record.h). Reads one file; changes nothing.
+// the refused ADD left (placement/refusal_record.h). Reads one file; changes nothing.
 #include <ctime>
 #include <iostream>
 #include <optional>
 
 #include "cni/cli/cli.h"
 #include "cni/error.h"
-#include "cni/placement/refusal_record.h"
+#include "placement/refusal_record.h"
 #include "kube/events.h"
 
 namespace cni {
@@ -15,20 +15,20 @@ int explain_pod_main(const std::string& pod, const std::string& state_dir) {
     auto slash = pod.find('/');
     std::string ns = slash == std::string::npos ? "" : pod.substr(0, slash);
     std::string name = slash == std::string::npos ? "" : pod.substr(slash + 1);
-    auto file = refusal_record::file_name(ns, name);
+    auto file = placement::refusal_record::file_name(ns, name);
     if (!file) {
         std::cerr << "topocni explain: --pod '" << pod << "': expected NAMESPACE/NAME\n";
         return 2;
     }
-    std::optional<refusal_record::Record> r;
+    std::optional<placement::refusal_record::Record> r;
     try {
-        r = refusal_record::read(state_dir, *file);
+        r = placement::refusal_record::read(state_dir, *file);
     } catch (const base::Error& e) {
-        std::cerr << "topocni explain: '" << refusal_record::dir(state_dir) << "/" << *file << "': " << e.what() << "\n";
+        std::cerr << "topocni explain: '" << placement::refusal_record::dir(state_dir) << "/" << *file << "': " << e.what() << "\n";
         return 2;
     }
     if (!r) {
-        std::cout << "pod " << pod << ": no placement refusal recorded on this node (" << refusal_record::dir(state_dir)
+        std::cout << "pod " << pod << ": no placement refusal recorded on this node (" << placement::refusal_record::dir(state_dir)
                   << ")\n";
         return 0;
     }
@@ -48,7 +48,7 @@ int explain_pod_main(const std::string& pod, const std::string& state_dir) {
     }
     if (r->evict)
         std::cout << "onRefusal: evict after " << r->after << " refusals within " << r->window_seconds << "s ("
-                  << refusal_record::refusals_within(*r, std::time(nullptr)) << " within the last "
+                  << placement::refusal_record::refusals_within(*r, std::time(nullptr)) << " within the last "
                   << r->window_seconds << "s now)\n";
     else
         std::cout << "onRefusal: wait (the pod stays; set \"onRefusal\": \"evict\" in the network to move it)\n";

@@ -15,8 +15,8 @@
 #include "cni/attach/attachment.h"
 #include "cni/attach/sriov_state.h"
 #include "cni/error.h"
-#include "cni/placement/facts.h"
-#include "cni/placement/ledger.h"
+#include "placement/facts.h"
+#include "placement/ledger.h"
 #include "cni/records.h"
 #include "conf/netconf.h"
 #include "netns/sysfs.h"
@@ -72,7 +72,7 @@ std::map<std::string, std::string> resource_names(const std::string& kubelet_roo
 /// (network, container, ifname) -> K8S_POD_UID of its ADD.
 using PodOf = std::map<std::tuple<std::string, std::string, std::string>, std::string>;
 
-void read_attachments(const FactsOptions& o, NodeFacts& f, PodOf& pods, std::set<std::string>& masters) {
+void read_attachments(const FactsOptions& o, placement::NodeFacts& f, PodOf& pods, std::set<std::string>& masters) {
     for (auto& network : base::fs::list_dir(o.state_dir + "/attachments")) {
         const Record* latest = nullptr;
         std::vector<Record> recs = list_records(o.state_dir, network);
@@ -84,7 +84,7 @@ void read_attachments(const FactsOptions& o, NodeFacts& f, PodOf& pods, std::set
             } catch (const std::exception&) {
             }
             std::string kind = conf::kind_of(r.config);
-            auto same = std::find_if(f.attachments.begin(), f.attachments.end(), [&](const AttachmentFacts& a) {
+            auto same = std::find_if(f.attachments.begin(), f.attachments.end(), [&](const placement::AttachmentFacts& a) {
                 return a.network == network && a.kind == kind && a.link == r.link;
             });
             if (same == f.attachments.end()) f.attachments.push_back({network, kind, r.link, {uid}});
@@ -97,7 +97,7 @@ void read_attachments(const FactsOptions& o, NodeFacts& f, PodOf& pods, std::set
         if (!latest || !latest->config.is_object()) continue;
         try {
             auto net = read_network(latest->config.dump(), {});
-            if (auto pool = net.kind->pool(net.conf)) gather_pool(f, *pool, network, {});
+            if (auto pool = net.kind->pool(net.conf)) placement::gather_pool(f, *pool, network, {});
         } catch (const std::exception& e) {
             base::log::warn("network '" + network + "': its pool is not reported: " + e.what());
         }
@@ -106,24 +106,24 @@ void read_attachments(const FactsOptions& o, NodeFacts& f, PodOf& pods, std::set
 
 /// A link and the macvlans on it; a netdev sysfs shows but the kernel does not have (a
 /// master that went away) is published with its links uncounted.
-void count_links_on(NodeFacts& f, const std::string& sysfs, const std::string& name) {
+void count_links_on(placement::NodeFacts& f, const std::string& sysfs, const std::string& name) {
     try {
-        gather_link(f, sysfs, name, "macvlan", true, {});
+        placement::gather_link(f, sysfs, name, "macvlan", true, {});
     } catch (const base::Error& e) {
         base::log::debug("links on '" + name + "' not counted: " + e.what());
-        gather_link(f, sysfs, name, "macvlan", false, {});
+        placement::gather_link(f, sysfs, name, "macvlan", false, {});
     }
 }
 
 }  // namespace
 
-NodeFacts read_node_facts(const FactsOptions& o) {
+placement::NodeFacts read_node_facts(const FactsOptions& o) {
     if (!exists(o.sysfs_root + "/class/net"))
         throw Error(kInvalidConfig, "sysfs root '" + o.sysfs_root + "' has no class/net: not a sysfs");
-    NodeFacts f;
+    placement::NodeFacts f;
     f.node = o.node;
     f.taken_at = now_rfc3339();
-    gather_numa(f, o.sysfs_root);
+    placement::gather_numa(f, o.sysfs_root);
 
     PodOf pods;
     std::set<std::string> masters;
@@ -147,14 +147,14 @@ NodeFacts read_node_facts(const FactsOptions& o) {
         // Every physical link can be a master: its links are counted (when the kernel has it).
         count_links_on(f, o.sysfs_root, ifname);
         auto pci = tree.netdev_pci(ifname);
-        if (pci && exists(tree.pci_path(*pci) + "/sriov_totalvfs")) gather_pci(f, o.sysfs_root, *pci, in_use, "", true);
+        if (pci && exists(tree.pci_path(*pci) + "/sriov_totalvfs")) placement::gather_pci(f, o.sysfs_root, *pci, in_use, "", true);
     }
     masters.insert(o.masters.begin(), o.masters.end());
     for (auto& m : masters)
         if (!f.link(m)) count_links_on(f, o.sysfs_root, m);
-    for (auto& link : ledger::links(o.state_dir)) {
-        gather_ledger(f, o.state_dir, link, "", {});
-        if (!netns::sysfs::is_pci_address(link) && !f.link(link)) gather_link(f, o.sysfs_root, link, "macvlan", false, {});
+    for (auto& link : placement::ledger::links(o.state_dir)) {
+        placement::gather_ledger(f, o.state_dir, link, "", {});
+        if (!netns::sysfs::is_pci_address(link) && !f.link(link)) placement::gather_link(f, o.sysfs_root, link, "macvlan", false, {});
     }
     for (auto& pf : f.pfs) {
         std::map<std::string, int> votes;

@@ -2,12 +2,12 @@
 // with its VFs, every physical link and master with the links on it, every bandwidth
 // ledger, the pool of every network with attachments, the attachments themselves and the
 // NUMA nodes. Each part is read by the same functions ADD reads its own part with
-// (cni/placement/facts.h).
+// (placement/facts.h).
 #pragma once
 #include <string>
 #include <vector>
 
-#include "cni/placement/node_facts.h"
+#include "placement/node_facts.h"
 
 namespace cni::cli {
 
@@ -20,6 +20,6 @@ struct FactsOptions {
 };
 
 /// Throws code 7 when sysfs_root has no class/net (not a sysfs).
-NodeFacts read_node_facts(const FactsOptions& o);
+placement::NodeFacts read_node_facts(const FactsOptions& o);
 
 }  // namespace cni::cli

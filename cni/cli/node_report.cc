@@ -24,11 +24,11 @@
 #include "cni/cli/prometheus.h"
 #include "cni/cli/publish.h"
 #include "cni/error.h"
-#include "cni/placement/ledger.h"
-#include "cni/placement/placement.h"
+#include "placement/ledger.h"
+#include "placement/placement.h"
 #include "cni/records.h"
-#include "cni/placement/evictions.h"
-#include "cni/placement/refusals.h"
+#include "placement/evictions.h"
+#include "placement/refusals.h"
 #include "conf/netconf.h"
 #include "ipam/usage.h"
 #include "netns/sysfs.h"
@@ -74,7 +74,7 @@ void on_signal(int) { g_stop = true; }
 std::string node_of(const Options& o) {
     if (!o.node.empty()) return o.node;
     if (const char* n = ::getenv("NODE_NAME"); n && *n) return n;
-    return node_name(conf::Placement{});
+    return placement::node_name(conf::Placement{});
 }
 
 // ---- what the node has: gathered once, rendered as NFD labels or Prometheus metrics ----
@@ -104,8 +104,8 @@ struct Facts {
     std::vector<LinkBandwidth> bandwidth;
     std::map<std::tuple<std::string, std::string, std::string>, int> attachments;   ///< (network, kind, link) -> n
     std::vector<PoolUse> pools;
-    refusals::Counts refused;
-    evictions::Counts evictions;
+    placement::refusals::Counts refused;
+    placement::evictions::Counts evictions;
 };
 
 void gather_records(const Options& o, Facts& f, const std::map<std::string, std::string>& pf_names) {
@@ -136,15 +136,15 @@ void gather_records(const Options& o, Facts& f, const std::map<std::string, std:
 void gather_bandwidth(const Options& o, const netns::sysfs::Tree& tree, Facts& f,
                       const std::map<std::string, std::string>& pf_names) {
     std::set<std::string> seen;
-    for (auto& link : ledger::links(o.state_dir)) {
+    for (auto& link : placement::ledger::links(o.state_dir)) {
         LinkBandwidth b{link};
-        for (auto& e : ledger::entries(o.state_dir, link)) {
+        for (auto& e : placement::ledger::entries(o.state_dir, link)) {
             b.committed_egress += double(e.egress_bps);
             b.committed_ingress += double(e.ingress_bps);
         }
         // What the last admission counted against (linkCapacityMbps x overcommit), which
         // stays while the link is idle; never admitted on: the link's own speed.
-        if (auto cap = ledger::capacity(o.state_dir, link); cap && cap->capacity_bps)
+        if (auto cap = placement::ledger::capacity(o.state_dir, link); cap && cap->capacity_bps)
             b.capacity_bps = double(cap->capacity_bps) * cap->overcommit;
         if (b.capacity_bps == 0) {
             std::string ifname = pf_names.count(link) ? pf_names.at(link) : link;
@@ -203,8 +203,8 @@ Facts gather(const Options& o) {
     }
     gather_bandwidth(o, tree, f, pf_names);
     gather_records(o, f, pf_names);
-    f.refused = refusals::read(o.state_dir);
-    f.evictions = evictions::read(o.state_dir);
+    f.refused = placement::refusals::read(o.state_dir);
+    f.evictions = placement::evictions::read(o.state_dir);
     return f;
 }
 

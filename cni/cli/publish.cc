@@ -18,7 +18,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "cni/cli/api_credentials.h"
-#include "cni/cluster/resources.h"
+#include "cluster/resources.h"
 #include "cni/error.h"
 #include "kube/client.h"
 #include "kube/error.h"
@@ -177,7 +177,7 @@ public:
             nets = view_->networks();
             fo.masters = cluster::masters_of(nets);
         }
-        NodeFacts f = read_node_facts(fo);
+        placement::NodeFacts f = read_node_facts(fo);
         bool ok = publish_facts(f);
         // Apart from the facts: a cluster whose RBAC lacks nodes/status still gets them.
         if (ok && view_ && view_->synced()) {
@@ -191,8 +191,8 @@ public:
     }
 
 private:
-    bool publish_facts(const NodeFacts& f) {
-        std::string content = facts_content(f);
+    bool publish_facts(const placement::NodeFacts& f) {
+        std::string content = placement::facts_content(f);
         try {
             if (!client_) connect();
             if (!known_) learn_what_the_node_has();
@@ -202,7 +202,7 @@ private:
                 return true;
             }
             std::string text = to_json(f).dump();
-            json patch = {{"metadata", {{"annotations", {{kFactsAnnotation, text}}}}}};
+            json patch = {{"metadata", {{"annotations", {{placement::kFactsAnnotation, text}}}}}};
             client_->patch("/api/v1/nodes/" + kube::url_escape(o_.facts.node), patch, "application/merge-patch+json",
                            "node '" + o_.facts.node + "'", "nodes");
             base::log::info("published facts of node '" + o_.facts.node + "' (" + std::to_string(text.size()) + " bytes, " +
@@ -239,7 +239,7 @@ private:
     /// The Node's topocni extended resources made what the facts and NADs say: added or
     /// changed, and removed when no NAD offers them any more. Allocatable gets the same
     /// (kubelet would copy it at its next status update; the scheduler reads allocatable).
-    void keep_capacities(const NodeFacts& f, const std::vector<cluster::PodNetwork>& nets) {
+    void keep_capacities(const placement::NodeFacts& f, const std::vector<cluster::PodNetwork>& nets) {
         json node = view_->node();
         if (!node.is_object()) return;   // not there (yet): the watch brings it
         const std::string read_version = ClusterView::resource_version(node);
@@ -303,10 +303,10 @@ private:
         auto md = node.find("metadata");
         if (md != node.end() && md->is_object())
             if (auto an = md->find("annotations"); an != md->end() && an->is_object())
-                if (auto it = an->find(kFactsAnnotation); it != an->end() && it->is_string()) {
+                if (auto it = an->find(placement::kFactsAnnotation); it != an->end() && it->is_string()) {
                     try {
-                        NodeFacts had = facts_from_json(json::parse(it->get<std::string>()));
-                        sent_ = facts_content(had);
+                        placement::NodeFacts had = placement::facts_from_json(json::parse(it->get<std::string>()));
+                        sent_ = placement::facts_content(had);
                         sent_at_ = parse_time(had.taken_at);
                     } catch (const std::exception& e) {
                         base::log::info(std::string("the Node's facts annotation is replaced: ") + e.what());
@@ -372,7 +372,7 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
     if (o.once) return p.step() ? 0 : 1;
     StateWatch watch(o.facts.state_dir);
     watch.started();
-    base::log::info("publishing facts of node '" + o.facts.node + "' as annotation " + kFactsAnnotation);
+    base::log::info("publishing facts of node '" + o.facts.node + "' as annotation " + placement::kFactsAnnotation);
     while (!stop) {
         bool ok = p.step();
         // Until the next read: a change (then a moment for the rest of it), the interval or

@@ -11,7 +11,7 @@
 // dropped connection) are logged and retried with base/backoff.h's back-off; nothing but
 // SIGTERM or SIGINT ends it.
 //
-// It also keeps the node's extended resources (cni/cluster/resources.h) in the Node's
+// It also keeps the node's extended resources (cluster/resources.h) in the Node's
 // status.capacity, for every topocni NAD that can land on the node: it watches the NADs
 // and its own Node, and sends a JSON patch on nodes/status when they differ from what the
 // facts and NADs make them (kubelet zeroes them on a recreated Node; a NAD removed takes

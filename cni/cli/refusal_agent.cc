@@ -21,9 +21,9 @@
 #include "cni/cli/api_credentials.h"
 #include "cni/cli/cli.h"
 #include "cni/error.h"
-#include "cni/placement/evictions.h"
-#include "cni/placement/placement.h"
-#include "cni/placement/refusal_record.h"
+#include "placement/evictions.h"
+#include "placement/placement.h"
+#include "placement/refusal_record.h"
 #include "kube/client.h"
 #include "kube/error.h"
 #include "kube/events.h"
@@ -34,7 +34,7 @@ namespace cni::cli {
 namespace {
 
 using json = nlohmann::json;
-using refusal_record::Record;
+using placement::refusal_record::Record;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kComponent = "topocni";
@@ -71,7 +71,7 @@ public:
     void rewatch() {
         if (fd_.get() < 0) return;
         const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_ONLYDIR;
-        for (auto& d : {state_dir_, refusal_record::dir(state_dir_)}) (void)::inotify_add_watch(fd_.get(), d.c_str(), mask);
+        for (auto& d : {state_dir_, placement::refusal_record::dir(state_dir_)}) (void)::inotify_add_watch(fd_.get(), d.c_str(), mask);
     }
     /// Waits up to `ms` for a change; true when one came. Drains what arrived.
     bool wait(int ms) {
@@ -117,7 +117,7 @@ public:
     /// One look at every record; false when the API failed (then back off).
     bool pass() {
         std::time_t now = std::time(nullptr);
-        auto names = refusal_record::list(o_.state_dir);
+        auto names = placement::refusal_record::list(o_.state_dir);
         for (auto it = pods_.begin(); it != pods_.end();)   // records that went: forget them
             it = std::binary_search(names.begin(), names.end(), it->first) ? std::next(it) : pods_.erase(it);
         try {
@@ -163,15 +163,15 @@ private:
     }
 
     void one(const std::string& name, std::time_t now) {
-        auto text = refusal_record::read_text(o_.state_dir, name);
+        auto text = placement::refusal_record::read_text(o_.state_dir, name);
         if (!text) return;
         Record r;
         try {
-            r = refusal_record::parse(*text);
+            r = placement::refusal_record::parse(*text);
         } catch (const base::Error& e) {
             // Ours, and of no use: the pod's next refusal writes a good one.
             base::log::warn("refusal record '" + name + "' removed: " + e.what());
-            refusal_record::remove_if_same(o_.state_dir, name, *text);
+            placement::refusal_record::remove_if_same(o_.state_dir, name, *text);
             return;
         }
         PodMemo& m = pods_[name];
@@ -179,7 +179,7 @@ private:
         if (m.retry_record > now) return;
         try {
             if (r.count != m.reported) report_refusal(r, m, now);
-            if (!m.done && refusal_record::eviction_due(r, now) && now >= m.next_try) {
+            if (!m.done && placement::refusal_record::eviction_due(r, now) && now >= m.next_try) {
                 if (!consider_eviction(r, m, now)) return forget(name, *text, r, "is gone");
             }
             if (now - m.checked >= static_cast<std::time_t>(o_.resync)) {
@@ -196,7 +196,7 @@ private:
 
     void forget(const std::string& name, const std::string& text, const Record& r, const std::string& why) {
         base::log::info("refusal record of pod '" + pod_of(r) + "' removed: the pod " + why);
-        refusal_record::remove_if_same(o_.state_dir, name, text);
+        placement::refusal_record::remove_if_same(o_.state_dir, name, text);
         pods_.erase(name);
     }
 
@@ -264,9 +264,9 @@ private:
     }
 
     void skip(const Record& r, PodMemo& m, const std::string& why) {
-        base::log::info("pod '" + pod_of(r) + "' refused " + std::to_string(refusal_record::refusals_within(r, std::time(nullptr))) +
+        base::log::info("pod '" + pod_of(r) + "' refused " + std::to_string(placement::refusal_record::refusals_within(r, std::time(nullptr))) +
                         " times by network '" + r.network + "' is not evicted: " + why);
-        evictions::count(o_.state_dir, r.network, "skipped");
+        placement::evictions::count(o_.state_dir, r.network, "skipped");
         m.done = true;
     }
 
@@ -319,7 +319,7 @@ private:
                                   ". Steer the pods away with the admission webhook, the scheduler extender or a nodeSelector.";
                 post_event(r, kReasonStopped, "Warning", msg, now);
                 base::log::warn("pod '" + pod_of(r) + "': " + msg);
-                evictions::count(o_.state_dir, r.network, "skipped");
+                placement::evictions::count(o_.state_dir, r.network, "skipped");
                 om.told = true;
             }
             return true;
@@ -333,13 +333,13 @@ private:
                 om.evicted.push_back(now);
                 m.done = true;
                 std::string msg = "evicted: network '" + r.network + "' refused it " +
-                                  std::to_string(refusal_record::refusals_within(r, now)) + " times within " +
+                                  std::to_string(placement::refusal_record::refusals_within(r, now)) + " times within " +
                                   std::to_string(r.window_seconds) + "s on node '" + o_.node + "' (" +
                                   (r.constraints.empty() ? std::string("placement") : r.constraints.front()) +
                                   (r.constraints.size() > 1 ? " and more" : "") + "; onRefusal: evict); its " + owner +
                                   " makes a new pod for another node";
                 base::log::info("pod '" + pod_of(r) + "': " + msg);
-                evictions::count(o_.state_dir, r.network, "evicted");
+                placement::evictions::count(o_.state_dir, r.network, "evicted");
                 post_event(r, kReasonEvicted, "Normal", msg, now);
                 return true;
             }
@@ -348,7 +348,7 @@ private:
                 m.next_try = now + wait;
                 base::log::warn("pod '" + pod_of(r) + "': eviction refused by a PodDisruptionBudget (HTTP 429): " +
                                 answer.message + "; asking again in " + std::to_string(wait) + "s");
-                evictions::count(o_.state_dir, r.network, "blocked");
+                placement::evictions::count(o_.state_dir, r.network, "blocked");
                 return true;
             }
             case Outcome::Gone:
@@ -382,7 +382,7 @@ void on_signal(int) { g_stop = true; }
 int refusal_agent(const RefusalAgentOptions& o, const std::atomic<bool>& stop) {
     Agent agent(o);
     RecordWatch watch(o.state_dir);
-    base::log::info("refusal agent on node '" + o.node + "': watching '" + refusal_record::dir(o.state_dir) + "'");
+    base::log::info("refusal agent on node '" + o.node + "': watching '" + placement::refusal_record::dir(o.state_dir) + "'");
     while (!stop) {
         bool ok = agent.pass();
         double wait = ok ? agent.next_due(o.resync) : agent.backoff();
@@ -432,7 +432,7 @@ void add_refusal_agent(CLI::App& app, int& status) {
     cmd->callback([o, kc, &status] {
         if (o->node.empty()) {
             const char* n = ::getenv("NODE_NAME");
-            o->node = n && *n ? n : node_name(conf::Placement{});
+            o->node = n && *n ? n : placement::node_name(conf::Placement{});
         }
         o->kubeconfig_set = kc->count() > 0;
         struct sigaction sa {};

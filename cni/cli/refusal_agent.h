@@ -1,7 +1,7 @@
 // `topocni refusal-agent`: what happens on this node after ADD refused a pod (code 100).
 //
 // ADD makes no API call for it: it leaves the pod's refusal record
-// (cni/placement/refusal_record.h). The agent watches those records (inotify on
+// (placement/refusal_record.h). The agent watches those records (inotify on
 // <stateDir>/refused, and every `resync` seconds) and, for each:
 //   - keeps one core/v1 Event on the pod, reason TopocniPlacementRefused, type Warning,
 //     naming the network, the node, the failed constraints and their evidence; repeats

@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "cni/cli/cli.h"
 #include "cni/cli/cluster_service.h"
-#include "cni/cluster/extender.h"
+#include "cluster/extender.h"
 #include "cni/error.h"
 #include "kube/kubeconfig.h"
 

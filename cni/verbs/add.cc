@@ -3,7 +3,7 @@
 #include "cni/error.h"
 #include "base/failpoint.h"
 #include "cni/verbs/ipam_step.h"
-#include "cni/placement/placement.h"
+#include "cni/verbs/placement_step.h"
 #include "cni/records.h"
 #include "cni/pod_netns.h"
 #include "cni/result.h"
@@ -13,11 +13,11 @@ namespace cni {
 
 namespace {
 /// The intent record: who, where, and what a later DEL needs without the runtime.
-Record record_of(const Env& env, const conf::NetConf& c, const Subject& subject) {
+Record record_of(const Env& env, const conf::NetConf& c, const placement::Subject& subject) {
     Record r{c.name, env.container_id, env.ifname, env.netns, nullptr, 0, record_config(c.raw), "", ""};
     for (auto& dir : env.path) r.cni_path += (r.cni_path.empty() ? "" : ":") + dir;
     for (auto& [k, v] : env.args.all) r.cni_args += (r.cni_args.empty() ? "" : ";") + k + "=" + v;
-    r.link = attachment_link(c, subject);
+    r.link = placement::attachment_link(c, subject);
     return r;
 }
 
@@ -64,7 +64,7 @@ Output cmd_add(const Env& env, const conf::NetConf& c, Attachment& kind) {
     // A retry whose interface is gone goes on below: IPAM gives the owner its addresses again.
     refuse_existing_interface(env, c, pod);
     Context ctx{env, c, host, &pod};
-    const Subject& subject = kind;
+    const placement::Subject& subject = kind;
     kind.preflight(ctx);
     if (kind.runs_ipam()) ipam_preflight(env, c);
     // Placement is checked before anything changes, so a refused pod leaves no trace.

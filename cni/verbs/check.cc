@@ -1,7 +1,7 @@
 #include "cni/attach/attachment.h"
 #include "cni/error.h"
 #include "cni/verbs/ipam_step.h"
-#include "cni/placement/placement.h"
+#include "cni/verbs/placement_step.h"
 #include "cni/pod_netns.h"
 #include "cni/records.h"
 #include "cni/verbs/verbs.h"

@@ -3,7 +3,7 @@
 #include "cni/error.h"
 #include "cni/verbs/ipam_step.h"
 #include "cni/pod_netns.h"
-#include "cni/placement/ledger.h"
+#include "placement/ledger.h"
 #include "cni/records.h"
 #include "cni/verbs/verbs.h"
 
@@ -26,7 +26,7 @@ Output cmd_del(const Env& env, const conf::NetConf& c, Attachment& kind) {
     std::optional<netns::Handle> pod = open_pod_netns_if_present(env.netns, host);
     Context ctx{env, c, host, pod ? &*pod : nullptr};
     kind.del(ctx);
-    ledger::remove_everywhere(c.state_dir, c.name, env.container_id, env.ifname);
+    placement::ledger::remove_everywhere(c.state_dir, c.name, env.container_id, env.ifname);
     remove_record(c.state_dir, c.name, env.container_id, env.ifname);
     return std::nullopt;
 }

@@ -5,7 +5,7 @@
 #include "cni/verbs/ipam_step.h"
 #include "base/log.h"
 #include "ipam/host_local.h"
-#include "cni/placement/ledger.h"
+#include "placement/ledger.h"
 #include "base/clock.h"
 #include "cni/records.h"
 #include "cni/verbs/verbs.h"
@@ -26,8 +26,8 @@ bool listed(const std::vector<ipam::Owner>& valid, const Record& r) {
 }
 
 bool in_ledger(const conf::NetConf& c) {
-    for (auto& link : ledger::links(c.state_dir))
-        for (auto& e : ledger::entries(c.state_dir, link))
+    for (auto& link : placement::ledger::links(c.state_dir))
+        for (auto& e : placement::ledger::entries(c.state_dir, link))
             if (e.network == c.name) return true;
     return false;
 }
@@ -35,10 +35,10 @@ bool in_ledger(const conf::NetConf& c) {
 /// Ledger entries of this network whose attachment is not valid: its record may be lost,
 /// and the link must not keep counting the bandwidth of a pod that is gone.
 void sweep_ledger(const conf::NetConf& c, const std::vector<ipam::Owner>& valid) {
-    for (auto& link : ledger::links(c.state_dir))
-        for (auto& e : ledger::entries(c.state_dir, link))
+    for (auto& link : placement::ledger::links(c.state_dir))
+        for (auto& e : placement::ledger::entries(c.state_dir, link))
             if (e.network == c.name && !listed(valid, Record{e.network, e.container_id, e.ifname}))
-                ledger::remove(c.state_dir, link, e.network, e.container_id, e.ifname);
+                placement::ledger::remove(c.state_dir, link, e.network, e.container_id, e.ifname);
 }
 
 }  // namespace
@@ -93,7 +93,7 @@ Output cmd_gc(const Env& env, const conf::NetConf& c, Attachment& kind) {
     try {
         kind.gc(stale_ctx);
         for (auto& r : stale) {
-            ledger::remove_everywhere(c.state_dir, c.name, r.container_id, r.ifname);
+            placement::ledger::remove_everywhere(c.state_dir, c.name, r.container_id, r.ifname);
             remove_record(c.state_dir, c.name, r.container_id, r.ifname);
         }
     } catch (const base::Error& e) {

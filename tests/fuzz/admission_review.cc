@@ -2,8 +2,8 @@
 // answered against two NADs (a macvlan with bandwidth, a pool and a nodeSelector; a
 // conflist) while any other name is missing; and the pod's bandwidth annotations read as
 // Kubernetes quantities.
-#include "cni/cluster/admission.h"
-#include "cni/cluster/resources.h"
+#include "cluster/admission.h"
+#include "cluster/resources.h"
 #include "fuzz.h"
 
 namespace {
@@ -21,12 +21,12 @@ const nlohmann::json& nads() {
 }  // namespace
 
 TOPOCNI_FUZZ_TARGET({
-    cni::cluster::NadLookup lookup = [](const cni::cluster::NetworkSelection& s) {
+    cluster::NadLookup lookup = [](const cluster::NetworkSelection& s) {
         auto it = nads().find(s.namespace_ + "/" + s.name);
-        return cni::cluster::pod_network(s, it == nads().end() ? nullptr : &*it);
+        return cluster::pod_network(s, it == nads().end() ? nullptr : &*it);
     };
-    (void)cni::cluster::parse_quantity(input);
-    std::string answer = cni::cluster::review(input, lookup);
+    (void)cluster::parse_quantity(input);
+    std::string answer = cluster::review(input, lookup);
     // The answer is JSON the API server can read, whatever came in.
     (void)nlohmann::json::parse(answer).size();
 })

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "cni/placement/topology.h"
+#include "placement/topology.h"
 #include "fuzz.h"
 #include "netns/sysfs.h"
 
@@ -24,8 +24,8 @@ TOPOCNI_FUZZ_TARGET({
             std::fclose(f);
         }
     }
-    (void)cni::topo::read_numa_node(root + "/numa_node");
-    (void)cni::topo::read_speed(root, "eth0");
+    (void)placement::topo::read_numa_node(root + "/numa_node");
+    (void)placement::topo::read_speed(root, "eth0");
     (void)netns::sysfs::is_pci_address(input);
     (void)netns::sysfs::is_userspace_driver(input);
 })

@@ -262,10 +262,10 @@ class Manifests(unittest.TestCase):
         self.assertIn(100, [p.get("percentageOfNodesToScore") for p in sched["profiles"]])
 
     def test_the_scheduler_asks_the_extender_only_about_pods_carrying_the_webhooks_marker(self):
-        # The marker the webhook writes (kMarkerResource, cni/cluster/resources.h) is the one
+        # The marker the webhook writes (kMarkerResource, cluster/resources.h) is the one
         # managed resource, ignored by NodeResourcesFit; Go's field names (kube-scheduler
         # config/v1 types.go) and nothing else; ignorable false holds up only pods with it.
-        with open(os.path.join(ROOT, "cni", "cluster", "resources.h")) as f:
+        with open(os.path.join(ROOT, "cluster", "resources.h")) as f:
             marker = re.search(r'kMarkerResource = "([^"]+)"', f.read()).group(1)
         ext = one(load_yaml("kube-scheduler-config.yaml"), "KubeSchedulerConfiguration")["extenders"][0]
         self.assertEqual(set(ext) - schedrules.EXTENDER_FIELDS, set())

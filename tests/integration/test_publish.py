@@ -41,7 +41,7 @@ def pod_args(uid):
     return f"IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=x;K8S_POD_UID={uid}"
 
 
-# The document's schema, member by member, as cni/placement/node_facts.cc to_json writes
+# The document's schema, member by member, as placement/node_facts.cc to_json writes
 # it. A type is a Python type (str, bool), INT, COUNT, a tuple of choices (None: null),
 # [schema] for an array of them, Map(schema) for an object whose values (under any key)
 # are of that schema, or a dict for an object that has exactly these members.
@@ -69,7 +69,7 @@ SCHEMA = {
     "networks": [{"name": str, "rangeSets": [{"rangeSet": str, "size": COUNT, "used": COUNT, "free": COUNT}]}],
     "attachments": [{"network": str, "kind": str, "link": str, "pods": [str]}],
 }
-SAMPLE = 4   # kSample: how many entries a ledger and a link's sample list at most
+SAMPLE = 4   # placement::kSample: how many entries a ledger and a link's sample list at most
 
 
 def schema_errors(value, schema, path="(top)"):

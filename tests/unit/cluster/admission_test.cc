@@ -7,14 +7,14 @@
 #include <unistd.h>
 
 #include "base/json_text.h"
-#include "cni/cluster/admission.h"
-#include "cni/cluster/resources.h"
+#include "cluster/admission.h"
+#include "cluster/resources.h"
 #include "cni/error.h"
 #include "conf/placement.h"
 #include "../support.h"
 
 using nlohmann::json;
-using namespace cni::cluster;
+using namespace cluster;
 
 namespace {
 
@@ -139,14 +139,14 @@ TEST_CASE("a NAD asks its bandwidth in Mb/s rounded up and one address; the pod'
 }
 
 TEST_CASE("a node offers capacity x overcommit of each link a NAD can land on, the least when NADs disagree, and its pools' sizes") {
-    cni::NodeFacts f;
+    placement::NodeFacts f;
     f.node = "w1";
-    cni::LinkFacts l;
+    placement::LinkFacts l;
     l.name = "eth1";
     l.has_device = true;
     l.speed_mbps = 10000;
     f.links.push_back(l);
-    cni::PfFacts pf;
+    placement::PfFacts pf;
     pf.pci = "0000:af:00.0";
     pf.netdev = "ens2f0";
     pf.speed_mbps = 25000;

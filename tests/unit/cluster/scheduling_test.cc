@@ -3,14 +3,14 @@
 #include <doctest/doctest.h>
 
 #include "base/json_text.h"
-#include "cni/cluster/extender.h"
-#include "cni/cluster/networks.h"
-#include "cni/cluster/scheduling.h"
+#include "cluster/extender.h"
+#include "cluster/networks.h"
+#include "cluster/scheduling.h"
 #include "cni/error.h"
 #include "../support.h"
 
 using nlohmann::json;
-using namespace cni::cluster;
+using namespace cluster;
 
 namespace {
 
@@ -21,12 +21,12 @@ constexpr std::time_t kNow = 1'796'000'000;   // 2026-11-30
 
 /// A node with one PF of 4 VFs on NUMA node `numa` (resource `res`), `used` of them in
 /// use, and master eth1 (25 Gb/s, NUMA 0, 1 macvlan on it).
-cni::NodeFacts facts(int numa = 1, int used = 1, const std::string& res = "intel.com/sriov") {
-    cni::NodeFacts f;
+placement::NodeFacts facts(int numa = 1, int used = 1, const std::string& res = "intel.com/sriov") {
+    placement::NodeFacts f;
     f.node = "w1";
     f.taken_at = "2026-11-30T07:33:20Z";   // kNow
     f.numa = {{0, "0-7"}, {1, "8-15"}};
-    cni::PfFacts pf;
+    placement::PfFacts pf;
     pf.pci = "0000:af:00.0";
     pf.netdev = "ens2f0";
     pf.numa = numa;
@@ -35,7 +35,7 @@ cni::NodeFacts facts(int numa = 1, int used = 1, const std::string& res = "intel
     pf.total_vfs = 8;
     for (int i = 0; i < 4; ++i) pf.vfs.push_back({"0000:af:02." + std::to_string(i), numa, i < used, i < used ? "old" : ""});
     f.pfs.push_back(pf);
-    cni::LinkFacts l;
+    placement::LinkFacts l;
     l.name = "eth1";
     l.has_device = true;
     l.numa = 0;
@@ -46,11 +46,11 @@ cni::NodeFacts facts(int numa = 1, int used = 1, const std::string& res = "intel
     return f;
 }
 
-NodeView view(const cni::NodeFacts& f, std::map<std::string, std::string> labels = {{"zone", "a"}}) {
+NodeView view(const placement::NodeFacts& f, std::map<std::string, std::string> labels = {{"zone", "a"}}) {
     NodeView v;
     v.name = f.node;
     v.labels = std::move(labels);
-    v.facts = std::make_shared<cni::NodeFacts>(f);
+    v.facts = std::make_shared<placement::NodeFacts>(f);
     v.taken_at = kNow;
     return v;
 }
@@ -185,7 +185,7 @@ TEST_CASE("a pod bound but not yet attached takes the last VF before the next po
     CHECK_FALSE(second.fits);
     CHECK(second.reason == "topocni: default/sriov-a: no free VF of resource intel.com/sriov");
     // Once the node's facts count the first pod, it is not counted twice.
-    cni::NodeFacts f = facts(1, 4);
+    placement::NodeFacts f = facts(1, 4);
     f.pfs[0].vfs[3].pod_uid = "first-uid";
     CHECK_FALSE(judge({net}, view(f), {&first}).fits);   // still none free, but only because it is in use
     f.pfs[0].vfs[2].in_use = false;                      // a VF freed elsewhere
@@ -240,9 +240,9 @@ TEST_CASE("filter answers with the survivors in the field the scheduler reads, a
                                       {"topology", {{"numaNode", 1}}}},
                           "intel.com/sriov")});
     auto node = [](const std::string& name, int numa, int used) {
-        cni::NodeFacts f = facts(numa, used);
+        placement::NodeFacts f = facts(numa, used);
         f.node = name;
-        return json{{"metadata", {{"name", name}, {"resourceVersion", "1"}, {"annotations", {{"topocni.io/facts", cni::to_json(f).dump()}}}}}};
+        return json{{"metadata", {{"name", name}, {"resourceVersion", "1"}, {"annotations", {{"topocni.io/facts", placement::to_json(f).dump()}}}}}};
     };
     ext.replace_nodes({node("w1", 1, 0), node("w2", 0, 0), node("w3", 1, 3)});
     json pod = {{"metadata", {{"name", "p"}, {"namespace", "default"}, {"uid", "u"},
@@ -284,9 +284,9 @@ namespace {
 
 /// A node with PF 0000:af:00.0 (intel.com/pf0, VFs on NUMA node `numa0`) and PF
 /// 0000:d8:00.0 (intel.com/pf1, VFs on `numa1`), two free VFs each.
-cni::NodeFacts two_pfs(int numa0, int numa1) {
-    cni::NodeFacts f = facts(numa0, 2, "intel.com/pf0");
-    cni::PfFacts pf = f.pfs[0];
+placement::NodeFacts two_pfs(int numa0, int numa1) {
+    placement::NodeFacts f = facts(numa0, 2, "intel.com/pf0");
+    placement::PfFacts pf = f.pfs[0];
     pf.pci = "0000:d8:00.0";
     pf.netdev = "ens4f0";
     pf.numa = numa1;
@@ -353,7 +353,7 @@ TEST_CASE("two single-numa-node VFs fit only where one NUMA node holds a free VF
 TEST_CASE("two single-numa-node VFs of one resource count the VF the first one takes") {
     auto a = vf_of("a", "intel.com/sriov", {{"numaPolicy", "single-numa-node"}});
     auto b = vf_of("b", "intel.com/sriov", {{"numaPolicy", "single-numa-node"}});
-    cni::NodeFacts f = facts(0, 1);   // VFs .1 .2 .3 free
+    placement::NodeFacts f = facts(0, 1);   // VFs .1 .2 .3 free
     f.pfs[0].vfs[2].numa = 1;
     f.pfs[0].vfs[3].numa = 1;
     CHECK(judge({a, b}, view(f)).fits);   // both on NUMA node 1

@@ -10,8 +10,8 @@
 
 #include "cni/error.h"
 #include "cni/attach/attachment.h"
-#include "cni/placement/ledger.h"
-#include "cni/placement/placement.h"
+#include "placement/ledger.h"
+#include "placement/placement.h"
 #include "conf/netconf.h"
 #include "../support.h"
 
@@ -32,8 +32,8 @@ struct Node : support::TempDir {
         return c;
     }
     void commit(const std::string& cid, uint64_t egress, uint64_t ingress, const std::string& net = "other") const {
-        fs::create_directories(cni::ledger::dir(p("state"), "0000:03:00.0"));
-        cni::ledger::commit(p("state"), "0000:03:00.0", {net, cid, "net1", egress, ingress, 25'000'000'000, 1.0, "x"});
+        fs::create_directories(placement::ledger::dir(p("state"), "0000:03:00.0"));
+        placement::ledger::commit(p("state"), "0000:03:00.0", {net, cid, "net1", egress, ingress, 25'000'000'000, 1.0, "x"});
     }
 };
 
@@ -49,9 +49,9 @@ std::string error_of(const json& c) {
     return "";
 }
 
-cni::BandwidthAdmission admit(const json& c, const std::string& cid = "c1") {
+placement::BandwidthAdmission admit(const json& c, const std::string& cid = "c1") {
     auto net = cni::read_network(c.dump(), {});
-    return cni::evaluate_bandwidth(net.conf, *net.kind, {"", cid, "net1", nullptr});
+    return placement::evaluate_bandwidth(net.conf, *net.kind, {"", cid, "net1", nullptr});
 }
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -169,12 +169,12 @@ TEST_CASE("a PF used as a macvlan master shares one ledger with its VFs") {
 TEST_CASE("ledger entries of attachments whose names differ only by where '_' is are two entries") {
     Node n;
     std::string sd = n.p("state");
-    fs::create_directories(cni::ledger::dir(sd, "l"));
-    cni::ledger::commit(sd, "l", {"a_b", "c", "net1", 1, 0, 0, 1.0, ""});
-    cni::ledger::commit(sd, "l", {"a", "b_c", "net1", 2, 0, 0, 1.0, ""});
-    CHECK(cni::ledger::entries(sd, "l").size() == 2);
-    CHECK(cni::ledger::remove(sd, "l", "a", "b_c", "net1"));
-    auto left = cni::ledger::entries(sd, "l");
+    fs::create_directories(placement::ledger::dir(sd, "l"));
+    placement::ledger::commit(sd, "l", {"a_b", "c", "net1", 1, 0, 0, 1.0, ""});
+    placement::ledger::commit(sd, "l", {"a", "b_c", "net1", 2, 0, 0, 1.0, ""});
+    CHECK(placement::ledger::entries(sd, "l").size() == 2);
+    CHECK(placement::ledger::remove(sd, "l", "a", "b_c", "net1"));
+    auto left = placement::ledger::entries(sd, "l");
     REQUIRE(left.size() == 1);
     CHECK(left[0].network == "a_b");
 }

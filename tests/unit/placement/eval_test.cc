@@ -12,7 +12,8 @@
 #include "cni/error.h"
 #include "cni/attach/attachment.h"
 #include "cni/cli/cli.h"
-#include "cni/placement/placement.h"
+#include "placement/error.h"
+#include "placement/placement.h"
 #include "conf/netconf.h"
 #include "../support.h"
 
@@ -56,12 +57,12 @@ struct FakeNode : support::TempDir {
     }
 };
 
-std::vector<cni::Verdict> eval(const json& c, const std::string& uid = kUid, cni::EvalOptions opt = {}) {
+std::vector<placement::Verdict> eval(const json& c, const std::string& uid = kUid, placement::EvalOptions opt = {}) {
     auto net = cni::read_network(c.dump(), {});
-    return cni::evaluate_placement(net.conf, *net.kind, {uid, "c1", "net1", nullptr}, opt);
+    return placement::evaluate_placement(net.conf, *net.kind, {uid, "c1", "net1", nullptr}, opt);
 }
 
-const cni::Verdict& only(const std::vector<cni::Verdict>& v) {
+const placement::Verdict& only(const std::vector<placement::Verdict>& v) {
     REQUIRE(v.size() == 1);
     return v[0];
 }
@@ -91,8 +92,8 @@ TEST_CASE("evaluate: nodeSelector against a labels file names node, source and t
     }
     SUBCASE("a missing labels file is code 11, a broken one code 7; collect_errors turns them into verdicts") {
         json c = n.conf({{"nodeSelector", sel}, {"nodeLabelsFile", n.p("absent")}});
-        CHECK_THROWS_WITH_AS(eval(c), doctest::Contains("does not exist (yet)"), cni::Error);
-        auto v = only(eval(c, kUid, {"", false, true}));
+        CHECK_THROWS_WITH_AS(eval(c), doctest::Contains("does not exist (yet)"), placement::Error);
+        auto v = only(eval(c, kUid, {"", false, true, cni::code_of}));
         CHECK_FALSE(v.pass);
         CHECK(has(v.evidence, "cannot evaluate (code 11)"));
         n.write("broken", "bad key=1\n");
@@ -106,7 +107,7 @@ TEST_CASE("evaluate: nodeSelector against a labels file names node, source and t
     SUBCASE("no labels source at all is code 7") {
         json c = n.conf({{"nodeSelector", sel}, {"kubeconfig", ""}});
         c.erase("nodeLabelsFile");
-        CHECK_THROWS_WITH_AS(eval(c), doctest::Contains("nodeSelector: no source of node labels"), cni::Error);
+        CHECK_THROWS_WITH_AS(eval(c), doctest::Contains("nodeSelector: no source of node labels"), placement::Error);
     }
 }
 

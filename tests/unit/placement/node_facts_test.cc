@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "cni/error.h"
-#include "cni/placement/facts.h"
-#include "cni/placement/node_facts.h"
+#include "placement/facts.h"
+#include "placement/node_facts.h"
 
 using nlohmann::json;
 
@@ -14,7 +14,7 @@ namespace {
 
 std::string error_of(const json& j) {
     try {
-        cni::facts_from_json(j);
+        placement::facts_from_json(j);
     } catch (const base::Error& e) {
         return std::to_string(cni::code_of(e)) + " " + e.what();
     }
@@ -23,14 +23,14 @@ std::string error_of(const json& j) {
 
 /// A big node: 8 PFs of 64 VFs (half in use) on two NUMA nodes, 200 attachments, a ledger
 /// entry each on 4 masters, 4 pools.
-cni::NodeFacts big_node() {
-    cni::NodeFacts f;
+placement::NodeFacts big_node() {
+    placement::NodeFacts f;
     f.node = "worker-with-a-rather-long-name.example.com";
     f.taken_at = "2026-12-04T13:00:00Z";
     f.numa = {{0, "0-31,64-95"}, {1, "32-63,96-127"}};
     char pci[16], uid[40], cid[80];
     for (int p = 0; p < 8; ++p) {
-        cni::PfFacts pf;
+        placement::PfFacts pf;
         std::snprintf(pci, sizeof pci, "0000:%02x:00.0", 0x3b + p);
         pf.pci = pci;
         pf.netdev = "ens" + std::to_string(p) + "f0np0";
@@ -46,12 +46,12 @@ cni::NodeFacts big_node() {
         f.pfs.push_back(pf);
     }
     for (int m = 0; m < 4; ++m) {
-        cni::LinkFacts l;
+        placement::LinkFacts l;
         l.name = "bond" + std::to_string(m);
         l.numa = m % 2;
         l.speed_mbps = 25000;
         l.link_count = 50;
-        cni::LedgerFacts led{l.name, std::nullopt};
+        placement::LedgerFacts led{l.name, std::nullopt};
         for (int i = 0; i < 50; ++i) {
             std::snprintf(cid, sizeof cid, "%064x", m * 100 + i);
             if (i < 4) l.link_sample.push_back(std::string("/run/netns/cni-") + std::string(cid).substr(28));
@@ -75,30 +75,30 @@ cni::NodeFacts big_node() {
 }  // namespace
 
 TEST_CASE("a facts document prints and parses back to the same facts") {
-    cni::NodeFacts f = big_node();
+    placement::NodeFacts f = big_node();
     f.networks[0].sets.push_back({"fd00::1-fd00::ffff:ffff:ffff:ffff", (static_cast<unsigned __int128>(1) << 80), 7, false});
-    json j = cni::to_json(f);
-    cni::NodeFacts back = cni::facts_from_json(j);
-    CHECK(cni::facts_content(back) == cni::facts_content(f));
+    json j = placement::to_json(f);
+    placement::NodeFacts back = placement::facts_from_json(j);
+    CHECK(placement::facts_content(back) == placement::facts_content(f));
     CHECK(back.pfs[3].vfs[10].pod_uid == f.pfs[3].vfs[10].pod_uid);
     CHECK(back.networks[0].sets[1].size == (static_cast<unsigned __int128>(1) << 80));
     CHECK(j["pfs"][0]["freeVFs"] == 32);
     CHECK(j["ledgers"][0]["committedEgressBps"] == 50 * 100'000'000ull);
     // takenAt alone does not make facts differ: a heartbeat is not a change.
     back.taken_at = "2026-12-04T14:00:00Z";
-    CHECK(cni::facts_content(back) == cni::facts_content(f));
+    CHECK(placement::facts_content(back) == placement::facts_content(f));
     back.pfs[0].vfs[1].in_use = true;
-    CHECK(cni::facts_content(back) != cni::facts_content(f));
+    CHECK(placement::facts_content(back) != placement::facts_content(f));
 }
 
 TEST_CASE("a big node's facts stay well inside the Node's 256 KiB of annotations") {
-    std::string text = cni::to_json(big_node()).dump();
+    std::string text = placement::to_json(big_node()).dump();
     MESSAGE("8 PFs x 64 VFs, 200 attachments: " << text.size() << " bytes");
     CHECK(text.size() < 48 * 1024);
 }
 
 TEST_CASE("the parser refuses what the schema does not say, naming the member") {
-    json j = cni::to_json(big_node());
+    json j = placement::to_json(big_node());
     CHECK(error_of(j).empty());
     auto with = [&](auto change) {
         json c = j;
@@ -124,28 +124,28 @@ TEST_CASE("the parser refuses what the schema does not say, naming the member") 
 }
 
 TEST_CASE("the words for a device come from the document alone") {
-    cni::NodeFacts f = big_node();
-    cni::Device vf;
-    vf.kind = cni::Device::Kind::Pci;
+    placement::NodeFacts f = big_node();
+    placement::Device vf;
+    vf.kind = placement::Device::Kind::Pci;
     vf.name = f.pfs[1].vfs[3].pci;
     vf.label = "VF " + vf.name;
-    CHECK(cni::device_numa(f, vf).text == "VF " + vf.name + " is on NUMA node 1");
-    CHECK(cni::link_speed(f, vf).text == "PF 'ens1f0np0' of VF " + vf.name + " runs at 100000 Mb/s");
-    auto use = cni::device_use(f, vf);
+    CHECK(placement::device_numa(f, vf).text == "VF " + vf.name + " is on NUMA node 1");
+    CHECK(placement::link_speed(f, vf).text == "PF 'ens1f0np0' of VF " + vf.name + " runs at 100000 Mb/s");
+    auto use = placement::device_use(f, vf);
     REQUIRE(use.used);
     CHECK(*use.used == 32);
     CHECK(use.text.find("has 32 VFs in use (") != std::string::npos);
     CHECK(use.text.find(", ...)") != std::string::npos);
-    CHECK(cni::shared_link(f, vf).key == f.pfs[1].pci);
-    cni::Device m;
-    m.kind = cni::Device::Kind::Master;
+    CHECK(placement::shared_link(f, vf).key == f.pfs[1].pci);
+    placement::Device m;
+    m.kind = placement::Device::Kind::Master;
     m.name = "bond2";
     m.label = "master 'bond2'";
-    CHECK(cni::device_use(f, m).text.rfind("master 'bond2' already has 50 macvlan links (", 0) == 0);
+    CHECK(placement::device_use(f, m).text.rfind("master 'bond2' already has 50 macvlan links (", 0) == 0);
     m.name = "nosuch";
-    CHECK_FALSE(cni::device_use(f, m).used);
-    CHECK(cni::device_use(f, m).text == "master 'bond2' does not exist on this node");
-    cni::Device lost = vf;
+    CHECK_FALSE(placement::device_use(f, m).used);
+    CHECK(placement::device_use(f, m).text == "master 'bond2' does not exist on this node");
+    placement::Device lost = vf;
     lost.name = "0000:ff:00.1";
-    CHECK(cni::device_numa(f, lost).text == "VF 0000:3c:02.3 has no NUMA node in sysfs (a virtual device?)");
+    CHECK(placement::device_numa(f, lost).text == "VF 0000:3c:02.3 has no NUMA node in sysfs (a virtual device?)");
 }

@@ -1,5 +1,5 @@
 // After a refusal: the NAD keys (conf/on_refusal.cc), the pod's refusal record ADD leaves
-// (cni/placement/refusal_record.cc), the Event and Eviction bodies the refusal agent sends
+// (placement/refusal_record.cc), the Event and Eviction bodies the refusal agent sends
 // (kube/events.cc, kube/eviction.cc) and the Pod it reads, and the eviction counter.
 #include <doctest/doctest.h>
 
@@ -11,8 +11,8 @@
 
 #include "cni/attach/attachment.h"
 #include "cni/error.h"
-#include "cni/placement/evictions.h"
-#include "cni/placement/refusal_record.h"
+#include "placement/evictions.h"
+#include "placement/refusal_record.h"
 #include "conf/netconf.h"
 #include "kube/error.h"
 #include "kube/events.h"
@@ -21,7 +21,7 @@
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-namespace rr = cni::refusal_record;
+namespace rr = placement::refusal_record;
 
 namespace {
 
@@ -187,10 +187,10 @@ TEST_CASE("note writes one file per pod, rewritten on every refusal, and nothing
 
 TEST_CASE("the eviction counter adds per network and outcome and survives a re-read") {
     support::TempDir t("rr");
-    cni::evictions::count(t.path(), "net1", "evicted");
-    cni::evictions::count(t.path(), "net1", "evicted");
-    cni::evictions::count(t.path(), "net1", "blocked");
-    auto c = cni::evictions::read(t.path());
+    placement::evictions::count(t.path(), "net1", "evicted");
+    placement::evictions::count(t.path(), "net1", "evicted");
+    placement::evictions::count(t.path(), "net1", "blocked");
+    auto c = placement::evictions::read(t.path());
     CHECK(c["net1"]["evicted"] == 2);
     CHECK(c["net1"]["blocked"] == 1);
 }

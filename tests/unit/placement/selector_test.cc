@@ -3,7 +3,7 @@
 
 #include "cni/error.h"
 #include "cni/attach/attachment.h"
-#include "cni/placement/labels.h"
+#include "placement/labels.h"
 #include "conf/netconf.h"
 #include "../support.h"
 
@@ -12,11 +12,11 @@ using nlohmann::json;
 namespace {
 
 
-bool sel_matches(const json& selector, const cni::Labels& labels) {
-    return cni::matches(conf::parse_label_selector(selector, "nodeSelector"), labels);
+bool sel_matches(const json& selector, const placement::Labels& labels) {
+    return placement::matches(conf::parse_label_selector(selector, "nodeSelector"), labels);
 }
 
-const cni::Labels kNode = {
+const placement::Labels kNode = {
     {"zone", "a"},
     {"cores", "16"},
     {"feature.node.kubernetes.io/network-sriov.capable", "true"},
@@ -62,7 +62,7 @@ TEST_CASE("selector: every operator follows apimachinery's Requirement.Matches")
 }
 
 TEST_CASE("selector: Gt and Lt compare as int64, not as strings") {
-    cni::Labels l = {{"n", "9"}, {"big", "9223372036854775807"}, {"huge", "9223372036854775808"}};
+    placement::Labels l = {{"n", "9"}, {"big", "9223372036854775807"}, {"huge", "9223372036854775808"}};
     CHECK(sel_matches({{"matchExpressions", {{{"key", "n"}, {"operator", "Lt"}, {"values", {"10"}}}}}}, l));
     CHECK(sel_matches({{"matchExpressions", {{{"key", "big"}, {"operator", "Gt"}, {"values", {"0"}}}}}}, l));
     // Out of int64 range: parse failure, so no match either way.
@@ -134,22 +134,22 @@ TEST_CASE("selector: requirements print the way kubectl shows them") {
            {{"key", "n"}, {"operator", "Gt"}, {"values", {"3"}}}, {{"key", "n"}, {"operator", "Lt"}, {"values", {"9"}}}}}},
         "nodeSelector");
     std::vector<std::string> got;
-    for (auto& r : s.requirements) got.push_back(cni::to_string(r));
+    for (auto& r : s.requirements) got.push_back(placement::to_string(r));
     CHECK(got == std::vector<std::string>{"z in (a,b)", "z notin (c)", "g", "!g", "n>3", "n<9"});
-    CHECK(cni::evidence(s.requirements[0], {{"z", "q"}}) == "z=q");
-    CHECK(cni::evidence(s.requirements[0], {}) == "z absent");
+    CHECK(placement::evidence(s.requirements[0], {{"z", "q"}}) == "z=q");
+    CHECK(placement::evidence(s.requirements[0], {}) == "z absent");
 }
 
 TEST_CASE("labels file: JSON object or NFD features.d lines") {
     SUBCASE("JSON") {
-        auto l = cni::parse_labels(R"({"zone": "a", "sriov": true, "count": 3})", "/f");
-        CHECK(l == cni::Labels{{"zone", "a"}, {"sriov", "true"}, {"count", "3"}});
-        CHECK(support::coded_error([] { cni::parse_labels(R"({"zone": ["a"]})", "/f"); }).find("label 'zone' must be a string") !=
+        auto l = placement::parse_labels(R"({"zone": "a", "sriov": true, "count": 3})", "/f");
+        CHECK(l == placement::Labels{{"zone", "a"}, {"sriov", "true"}, {"count", "3"}});
+        CHECK(support::coded_error([] { placement::parse_labels(R"({"zone": ["a"]})", "/f"); }).find("label 'zone' must be a string") !=
               std::string::npos);
-        CHECK(support::coded_error([] { cni::parse_labels("{oops", "/f"); }).rfind("7 nodeLabelsFile: '/f'", 0) == 0);
+        CHECK(support::coded_error([] { placement::parse_labels("{oops", "/f"); }).rfind("7 nodeLabelsFile: '/f'", 0) == 0);
     }
     SUBCASE("features.d lines") {
-        auto l = cni::parse_labels("# +expiry-time=2030-01-01T00:00:00Z\n"
+        auto l = placement::parse_labels("# +expiry-time=2030-01-01T00:00:00Z\n"
                                    "example.com/zone=a\n"
                                    "  example.com/rack = r7  \n"
                                    "sriov-numa0\n"
@@ -158,12 +158,12 @@ TEST_CASE("labels file: JSON object or NFD features.d lines") {
                                    "-example.com/gone\n"
                                    "example.com/empty=\n",
                                    "/f");
-        CHECK(l == cni::Labels{{"example.com/zone", "a"},
+        CHECK(l == placement::Labels{{"example.com/zone", "a"},
                                {"example.com/rack", "r7"},
                                {"feature.node.kubernetes.io/sriov-numa0", "true"},
                                {"example.com/empty", ""}});
-        CHECK(support::coded_error([] { cni::parse_labels("ok=1\nbad key=2\n", "/f"); }).find("line 2") != std::string::npos);
-        CHECK(support::coded_error([] { cni::parse_labels("=x\n", "/f"); }).find("line 1") != std::string::npos);
+        CHECK(support::coded_error([] { placement::parse_labels("ok=1\nbad key=2\n", "/f"); }).find("line 2") != std::string::npos);
+        CHECK(support::coded_error([] { placement::parse_labels("=x\n", "/f"); }).find("line 1") != std::string::npos);
     }
 }
 

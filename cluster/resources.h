@@ -1,0 +1,80 @@
+// The scheduler's own books for topocni networks: what a node offers as extended resources
+// (its Node's status.capacity, kept by `node-report --publish`) and what a pod's networks
+// ask for (requests and limits the admission webhook writes into the pod). Both sides name
+// a resource from the NAD alone, so one name means the same link or pool on every node:
+//
+//   bandwidth.topocni.io/macvlan.<master>.egress    Mb/s on the macvlan master a NAD names
+//   bandwidth.topocni.io/sriov.<resourceName>.egress  Mb/s on the PFs of an SR-IOV resource
+//   (and .ingress)                                   ("/" of the resourceName becomes "_")
+//   addresses.topocni.io/<network>                   addresses of a built-in host-local pool
+//
+// A name part longer than Kubernetes allows (63), or with a character it does not, is cut
+// and ends in 8 hex digits of its hash: stable across restarts and nodes.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/scheduling.h"
+
+namespace cluster {
+
+inline constexpr const char* kBandwidthDomain = "bandwidth.topocni.io";
+inline constexpr const char* kAddressesDomain = "addresses.topocni.io";
+/// One per pod with topocni networks (the admission webhook adds it), so that the scheduler
+/// extender, listing it in managedResources, is asked about those pods only
+/// (kube-scheduler's HTTPExtender.IsInterested). No node ever advertises it:
+/// ignoredByScheduler keeps NodeResourcesFit from counting it, and kubelet's admission
+/// drops an extended resource its node does not advertise (removeMissingExtendedResources).
+/// Outside the two domains above, so the publisher never adds or removes it.
+inline constexpr const char* kMarkerResource = "topocni.io/networks";
+
+/// Resource name -> amount (Mb/s or addresses): whole numbers, as extended resources are.
+using Resources = std::map<std::string, long long>;
+
+/// The shared link a NAD's bandwidth is admitted on, named from the NAD alone:
+/// "macvlan.<master>" or "sriov.<resourceName>"; empty, with `why`, when it has none.
+struct LinkId {
+    std::string id;
+    std::string why;
+};
+LinkId link_of(const PodNetwork& n);
+
+std::string bandwidth_resource(const std::string& link_id, bool egress);
+std::string address_resource(const std::string& network);
+/// One of the two domains above: topocni keeps it (adds, changes, removes).
+bool is_topocni_resource(const std::string& name);
+/// `name` as one reference token of a JSON pointer (RFC 6901: "~" as "~0", "/" as "~1"),
+/// as a JSON patch names a resource or an annotation.
+std::string pointer_token(const std::string& name);
+/// Kubernetes' rules for an extended resource name (a DNS-subdomain prefix outside
+/// kubernetes.io, "/", a qualified name of at most 63 characters). `why` says what is wrong.
+bool valid_resource_name(const std::string& name, std::string* why = nullptr);
+
+/// A Kubernetes quantity ("10M", "1.5Gi", "100k", "2500") as a number; nullopt when it is
+/// none. Used for the pod's kubernetes.io/{ingress,egress}-bandwidth annotations (bits/s).
+std::optional<double> parse_quantity(const std::string& s);
+
+/// What one network of a pod needs from the node's books: its bandwidth (Mb/s, rounded
+/// up) on its link and one address of its pool. `notes` say what is not counted, and why.
+struct Needs {
+    Resources resources;
+    std::vector<std::string> notes;
+};
+/// `annotations`: the pod's, for the bandwidth capability (they win over the NAD's
+/// "bandwidth", as runtimeConfig does at ADD). Throws code 7 for an annotation that is
+/// no quantity.
+Needs needs_of(const PodNetwork& n, const std::map<std::string, std::string>& annotations);
+
+/// What this node offers for these NADs: for each NAD whose nodeSelector the node's labels
+/// meet, the capacity x bandwidthOvercommit of its link per direction (Mb/s, rounded down;
+/// the least when NADs sharing a link disagree; the sum over the PFs of an SR-IOV
+/// resource) and the size of its host-local pool (the smallest range set).
+Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeFacts& facts,
+                     const std::map<std::string, std::string>& labels);
+
+/// The masters the NADs name: the facts must describe them even before a link is on them.
+std::vector<std::string> masters_of(const std::vector<PodNetwork>& nads);
+
+}  // namespace cluster
