@@ -129,6 +129,20 @@ json Client::create(const std::string& path, const json& body, const std::string
     return j.is_discarded() ? json() : j;
 }
 
+json Client::update(const std::string& path, const json& body, const std::string& what, const std::string& resource) {
+    auto r = send("PUT", path, body.dump(), "application/json");
+    if (r.status != 200 && r.status != 201) refuse(r, "PUT", path, what, "update", resource);
+    auto j = json::parse(r.body, nullptr, false);
+    return j.is_discarded() ? json() : j;
+}
+
+bool Client::remove(const std::string& path, const std::string& what, const std::string& resource) {
+    auto r = send("DELETE", path);
+    if (r.status == 404) return false;
+    if (r.status != 200 && r.status != 202) refuse(r, "DELETE", path, what, "delete", resource);
+    return true;
+}
+
 Page Client::list(const std::string& path, const std::string& resource, size_t page_size,
                   const std::string& resource_version) {
     for (int attempt = 0;; ++attempt) {

@@ -72,6 +72,14 @@ public:
     nlohmann::json create(const std::string& path, const nlohmann::json& body, const std::string& what,
                           const std::string& resource);
 
+    /// PUT an object (its metadata.resourceVersion, when set, makes it conditional: 409 if
+    /// it changed since); its JSON as stored.
+    nlohmann::json update(const std::string& path, const nlohmann::json& body, const std::string& what,
+                          const std::string& resource);
+
+    /// DELETE an object; false when it was not there (404), which is no failure.
+    bool remove(const std::string& path, const std::string& what, const std::string& resource);
+
     /// LIST `path` (a collection, optional query after '?') in pages of `page_size` (0: one
     /// page, no limit), following metadata.continue. `resource_version` (empty: none, the
     /// latest from etcd; "0": any, from the API server's watch cache) goes with the first

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 
 #include "base/fd.h"
 #include "base/files.h"
@@ -94,6 +95,22 @@ std::optional<int> Tree::vf_index(const std::string& pf, const std::string& vf) 
 std::optional<std::string> Tree::driver(const std::string& addr) const {
     if (!is_pci_address(addr)) return std::nullopt;
     return link_basename(pci_path(addr) + "/driver");
+}
+
+std::optional<std::string> Tree::pcie_root(const std::string& addr) const {
+    if (!is_pci_address(addr)) return std::nullopt;
+    char* real = ::realpath(pci_path(addr).c_str(), nullptr);
+    if (!real) return std::nullopt;
+    std::string path(real);
+    std::free(real);
+    // .../devices/pci0000:00/0000:00:01.0/0000:03:00.0: the root complex is "pci0000:00".
+    for (size_t at = path.find("/pci"); at != std::string::npos; at = path.find("/pci", at + 1)) {
+        std::string part = path.substr(at + 1, path.find('/', at + 1) - at - 1);
+        if (part.size() == 10 && part[7] == ':' &&
+            std::all_of(part.begin() + 3, part.end(), [](char c) { return c == ':' || std::isxdigit(static_cast<unsigned char>(c)); }))
+            return part;
+    }
+    return std::nullopt;
 }
 
 std::optional<int> Tree::numa_node(const std::string& addr) const {

@@ -31,6 +31,9 @@ public:
     std::optional<std::string> driver(const std::string& addr) const;
     /// <dev>/numa_node; -1 means no affinity; nullopt when absent or not a number.
     std::optional<int> numa_node(const std::string& addr) const;
+    /// The PCIe root complex of a device, "pci<domain>:<bus>" (the standard DRA attribute
+    /// resource.kubernetes.io/pcieRoot): the first such component of its real sysfs path.
+    std::optional<std::string> pcie_root(const std::string& addr) const;
     /// RDMA devices of the device (<dev>/infiniband/), sorted.
     std::vector<std::string> rdma_devices(const std::string& addr) const;
     /// One attribute file of a device with the trailing newline removed; nullopt when absent.

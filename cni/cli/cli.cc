@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
     add_refusal_agent(app, status);
     add_scheduler_extender(app, status);
     add_admission_webhook(app, status);
+    add_dra_driver(app, status);
     add_validate(app, status);
     // Registered after the subcommands, so that none of them inherits the top level's.
     app.footer("Examples:\n"

@@ -26,6 +26,7 @@ void add_scheduler_extender(CLI::App& app, int& status);
 void add_admission_webhook(CLI::App& app, int& status);
 void add_validate(CLI::App& app, int& status);
 void add_refusal_agent(CLI::App& app, int& status);
+void add_dra_driver(CLI::App& app, int& status);
 
 }  // namespace cni::cli
 

@@ -1,5 +1,7 @@
 #include "cni/cli/publish.h"
 
+#include "cluster/dra_sync.h"
+
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -178,7 +180,9 @@ public:
             fo.masters = cluster::masters_of(nets);
         }
         placement::NodeFacts f = read_node_facts(fo);
-        bool ok = publish_facts(f);
+        bool ok = true;
+        if (o_.annotation) ok = publish_facts(f);
+        if (o_.slices) ok = publish_slices(f) && ok;
         // Apart from the facts: a cluster whose RBAC lacks nodes/status still gets them.
         if (ok && view_ && view_->synced()) {
             try {
@@ -218,6 +222,25 @@ private:
                             std::to_string(backoff_.failures()) +
                             (k && k->http_status ? ", HTTP " + std::to_string(k->http_status) : "") + "): " + e.what());
             // A connection that failed is opened again; what the Node has is asked again.
+            client_.reset();
+            known_ = false;
+            return false;
+        }
+    }
+
+    /// The node's ResourceSlices made to hold the devices of `f` (nothing sent when they do).
+    bool publish_slices(const placement::NodeFacts& f) {
+        try {
+            if (!client_) connect();
+            slice_sync_.sync(*client_, cluster::dra::devices(f, o_.devices));
+            backoff_.reset();
+            return true;
+        } catch (const base::Error& e) {
+            retry_in_ = backoff_.next();
+            auto* k = dynamic_cast<const kube::Error*>(&e);
+            base::log::warn(std::string("keeping the resourceslices of node '") + o_.facts.node + "' failed (attempt " +
+                            std::to_string(backoff_.failures()) +
+                            (k && k->http_status ? ", HTTP " + std::to_string(k->http_status) : "") + "): " + e.what());
             client_.reset();
             known_ = false;
             return false;
@@ -323,6 +346,7 @@ private:
     std::optional<std::time_t> sent_at_;    ///< its takenAt
     base::Backoff backoff_;
     double retry_in_ = 0;
+    cluster::dra::SliceSync slice_sync_{o_.facts.node, o_.driver};
 };
 
 }  // namespace
@@ -372,7 +396,10 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
     if (o.once) return p.step() ? 0 : 1;
     StateWatch watch(o.facts.state_dir);
     watch.started();
-    base::log::info("publishing facts of node '" + o.facts.node + "' as annotation " + placement::kFactsAnnotation);
+    if (o.annotation)
+        base::log::info("publishing facts of node '" + o.facts.node + "' as annotation " + placement::kFactsAnnotation);
+    if (o.slices)
+        base::log::info("keeping the resourceslices of node '" + o.facts.node + "' for driver " + o.driver);
     while (!stop) {
         bool ok = p.step();
         // Until the next read: a change (then a moment for the rest of it), the interval or
@@ -393,7 +420,7 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
         }
         watch.rewatch();
     }
-    base::log::info("stopped publishing facts of node '" + o.facts.node + "'");
+    base::log::info("stopped publishing for node '" + o.facts.node + "'");
     return 0;
 }
 

@@ -11,6 +11,9 @@
 // dropped connection) are logged and retried with base/backoff.h's back-off; nothing but
 // SIGTERM or SIGINT ends it.
 //
+// `topocni dra-driver` runs the same loop for this node's ResourceSlices (Dynamic Resource
+// Allocation): the devices of the facts document, written when they change.
+//
 // It also keeps the node's extended resources (cluster/resources.h) in the Node's
 // status.capacity, for every topocni NAD that can land on the node: it watches the NADs
 // and its own Node, and sends a JSON patch on nodes/status when they differ from what the
@@ -20,6 +23,7 @@
 #include <atomic>
 #include <string>
 
+#include "cluster/dra_slices.h"
 #include "cni/cli/node_facts.h"
 
 namespace cni::cli {
@@ -34,6 +38,12 @@ struct PublishOptions {
     double api_timeout = 10;         ///< seconds per API request
     bool once = false;               ///< publish (if needed) and return
     bool capacities = true;          ///< keep the extended resources too (needs list/watch of NADs)
+    bool annotation = true;          ///< keep the facts annotation (node-report --publish)
+    /// `topocni dra-driver`: keep this node's ResourceSlices (cluster/dra_sync.h), made from
+    /// the same facts, instead of or beside the annotation.
+    bool slices = false;
+    std::string driver = cluster::dra::kDriver;
+    cluster::dra::SliceOptions devices;
 };
 
 /// Runs until `stop` (set by the signal handler); 0 on a clean stop. With `once`, 0 when

@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import resourceslices
 
 
 class FakeSysfs:
@@ -1232,7 +1233,7 @@ class ClusterApi:
         self.tokens = {token} if isinstance(token, str) else set(token)
         self.cond = threading.Condition()
         self.rv = 100
-        self.nads, self.nodes, self.pods = {}, {}, {}
+        self.nads, self.nodes, self.pods, self.slices = {}, {}, {}, {}   # slices: resourceslices.py
         self.history = []        # (rv, "nads" | "nodes" | "pods", type, object, the object before or None)
         self.requests = []
         self.failing = {}        # path prefix -> status
@@ -1411,12 +1412,12 @@ class ClusterApi:
         self.cond.notify_all()
 
     def _store(self, kind):
-        return {"nodes": self.nodes, "nads": self.nads, "pods": self.pods}[kind]
+        return {"nodes": self.nodes, "nads": self.nads, "pods": self.pods, "slices": self.slices}[kind]
 
     @staticmethod
     def _key(kind, obj):
         md = obj["metadata"]
-        return md["name"] if kind == "nodes" else f"{md['namespace']}/{md['name']}"
+        return md["name"] if kind in ("nodes", "slices") else f"{md['namespace']}/{md['name']}"
 
     def _put(self, kind, obj):
         """Under the lock: a copy of `obj` made, or replacing the one of its key, and its event."""
@@ -1620,6 +1621,8 @@ class ClusterApi:
                 items = [self.pods[k] for k in sorted(self.pods) if keep(self.pods[k])]
                 return 200, {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": str(self.rv)},
                              "items": json.loads(json.dumps(items))}
+        if path == resourceslices.PATH or path.startswith(resourceslices.PATH + "/"):
+            return self.route_slices(method, path[len(resourceslices.PATH):].strip("/"), query, body, watch)
         if path.startswith("/api/v1/nodes/"):
             rest = path[len("/api/v1/nodes/"):].split("/")
             name, sub = rest[0], "/".join(rest[1:])
@@ -1632,6 +1635,76 @@ class ClusterApi:
                 if method == "PATCH":
                     return self.patch_node(node, sub, (content_type or "").split(";")[0].strip(), body)
         return 404, k8s_status(404, "the server could not find the requested resource", "NotFound")
+
+    def resource_slices(self, node=None):
+        """The ResourceSlices in the store (of `node`), by name."""
+        with self.cond:
+            return {k: json.loads(json.dumps(v)) for k, v in sorted(self.slices.items())
+                    if node is None or (v.get("spec") or {}).get("nodeName") == node}
+
+    def route_slices(self, method, name, query, body, watch):
+        """resource.k8s.io/v1 ResourceSlices, as resourceslices.py describes them."""
+        gone = lambda n: (404, k8s_status(404, f'resourceslices.resource.k8s.io "{n}" not found', "NotFound"))  # noqa: E731
+        invalid = lambda n, errs: (422, k8s_status(  # noqa: E731
+            422, f'ResourceSlice.resource.k8s.io "{n}" is invalid: ' + "; ".join(errs), "Invalid"))
+        if not name and method == "GET":
+            keep = resourceslices.field_selector(query)
+            if keep is None:
+                return 400, k8s_status(400, f"field label not supported: {query.get('fieldSelector')!r}", "BadRequest")
+            if watch:
+                return 200, ("watch", "slices", int(query.get("resourceVersion") or 0), keep)
+            with self.cond:
+                items = [self.slices[k] for k in sorted(self.slices) if keep(self.slices[k])]
+                return 200, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSliceList",
+                             "metadata": {"resourceVersion": str(self.rv)}, "items": json.loads(json.dumps(items))}
+        if not name and method == "POST":
+            if not isinstance(body, dict):
+                return 400, k8s_status(400, "the body is no object", "BadRequest")
+            n = (body.get("metadata") or {}).get("name", "")
+            errs = resourceslices.slice_errors(body)
+            if errs:
+                return invalid(n, errs)
+            with self.cond:
+                if n in self.slices:
+                    return 409, k8s_status(409, f'resourceslices.resource.k8s.io "{n}" already exists', "AlreadyExists")
+                obj = json.loads(json.dumps(body))
+                obj["metadata"].pop("resourceVersion", None)
+                obj["metadata"].update(uid=f"uid-slice-{self.rv + 1}", generation=1)
+                self.slices[n] = obj
+                self._changed("slices", "ADDED", obj)
+                return 201, json.loads(json.dumps(obj))
+        with self.cond:
+            have = self.slices.get(name)
+            if have is None:
+                return gone(name)
+            if method == "GET":
+                return 200, json.loads(json.dumps(have))
+            if method == "DELETE":
+                del self.slices[name]
+                self._changed("slices", "DELETED", have)
+                return 200, json.loads(json.dumps(have))
+            if method == "PUT":
+                if not isinstance(body, dict):
+                    return 400, k8s_status(400, "the body is no object", "BadRequest")
+                rv = (body.get("metadata") or {}).get("resourceVersion")
+                if rv and rv != have["metadata"]["resourceVersion"]:
+                    return 409, k8s_status(409, f'Operation cannot be fulfilled on resourceslices.resource.k8s.io '
+                                                f'"{name}": the object has been modified', "Conflict")
+                errs = resourceslices.slice_errors(body)
+                old, new = have.get("spec") or {}, body.get("spec") or {}
+                errs += [f"spec.{k}: field is immutable" for k in ("driver", "nodeName")
+                         if old.get(k) != new.get(k)]
+                if (old.get("pool") or {}).get("name") != (new.get("pool") or {}).get("name"):
+                    errs.append("spec.pool.name: field is immutable")
+                if errs:
+                    return invalid(name, errs)
+                obj = json.loads(json.dumps(body))
+                obj["metadata"].update(uid=have["metadata"]["uid"],
+                                       generation=have["metadata"]["generation"] + (old != new))
+                self.slices[name] = obj
+                self._changed("slices", "MODIFIED", obj, have)
+                return 200, json.loads(json.dumps(obj))
+        return 405, k8s_status(405, f"{method} is not allowed here", "MethodNotAllowed")
 
     def patch_node(self, node, sub, media, body):
         """Under the lock."""

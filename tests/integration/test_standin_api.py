@@ -148,5 +148,59 @@ class StandIn(unittest.TestCase):
                          ("25000", "2Ki", "7500m"))
 
 
+    # --- ResourceSlices (resourceslices.py) ---
+
+    def slice(self, name="w1-topocni.io-0", devices=None, **spec):
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+                "spec": {"driver": "topocni.io", "nodeName": "worker-1",
+                         "pool": {"name": "worker-1", "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": "vf-1"}] if devices is None else devices}}
+        body["spec"].update(spec)
+        return body
+
+    def test_a_resourceslice_the_api_server_would_refuse_gets_its_422_and_nothing_is_stored(self):
+        path = "/apis/resource.k8s.io/v1/resourceslices"
+        many = {f"a{i}": {"int": i} for i in range(33)}
+        bad = {
+            "33 attributes": self.slice(devices=[{"name": "d", "attributes": many}]),
+            "a device name that is no DNS label": self.slice(devices=[{"name": "VF_1"}]),
+            "two values in one attribute": self.slice(devices=[{"name": "d", "attributes": {"x": {"int": 1, "bool": True}}}]),
+            "a string of 65": self.slice(devices=[{"name": "d", "attributes": {"x": {"string": "a" * 65}}}]),
+            "a request policy without allowMultipleAllocations": self.slice(
+                devices=[{"name": "d", "capacity": {"c": {"value": "1", "requestPolicy": {"default": "1"}}}}]),
+            "129 devices": self.slice(devices=[{"name": f"d{i}"} for i in range(129)]),
+            "a device twice": self.slice(devices=[{"name": "d"}, {"name": "d"}]),
+            "no node": self.slice(nodeName=None),
+            "a misspelt field": self.slice(devices=[{"name": "d", "allowMultipleAllocation": True}]),
+        }
+        for what, body in bad.items():
+            with self.subTest(what):
+                status, answer = self.call("POST", path, body, content_type="application/json")
+                self.assertEqual(status, 422, answer)
+                self.assertEqual(answer["reason"], "Invalid")
+        self.assertEqual(self.api.resource_slices(), {})
+        self.assertEqual(self.call("POST", path, self.slice(), content_type="application/json")[0], 201)
+
+    def test_a_resourceslice_update_is_refused_when_stale_or_changing_what_is_immutable(self):
+        path = "/apis/resource.k8s.io/v1/resourceslices"
+        status, made = self.call("POST", path, self.slice(), content_type="application/json")
+        self.assertEqual((status, made["metadata"]["generation"]), (201, 1))
+        self.assertEqual(self.call("POST", path, self.slice(), content_type="application/json")[0], 409)
+        one = f"{path}/w1-topocni.io-0"
+        moved = self.slice(driver="example.com")
+        moved["metadata"] = made["metadata"]
+        self.assertEqual(self.call("PUT", one, moved, content_type="application/json")[0], 422)
+        changed = self.slice(devices=[{"name": "vf-2"}])
+        changed["metadata"] = made["metadata"]
+        status, after = self.call("PUT", one, changed, content_type="application/json")
+        self.assertEqual((status, after["metadata"]["generation"]), (200, 2))
+        self.assertEqual(self.call("PUT", one, changed, content_type="application/json")[0], 409, "a stale version")
+        self.assertEqual(self.call("PUT", f"{path}/absent", self.slice("absent"), content_type="application/json")[0], 404)
+        self.assertEqual(self.call("GET", path + "?fieldSelector=spec.nodeName%3Dother")[1]["items"], [])
+        self.assertEqual(len(self.call("GET", path + "?fieldSelector=spec.nodeName%3Dworker-1%2Cspec.driver%3Dtopocni.io")[1]["items"]), 1)
+        self.assertEqual(self.call("GET", path + "?fieldSelector=spec.pool.name%3Dworker-1")[0], 400)
+        self.assertEqual(self.call("DELETE", one)[0], 200)
+        self.assertEqual(self.call("DELETE", one)[0], 404)
+
 if __name__ == "__main__":
     main()
