@@ -300,6 +300,12 @@ class EventsAndEvictions:
         self.rv = 1000
         self.save()
 
+    def save_if_dirty(self):
+        """After the request is logged: a test that sees the change finds its request."""
+        if getattr(self, "dirty", False):
+            self.dirty = False
+            self.save()
+
     def save(self):
         if not self.path:
             return
@@ -326,7 +332,7 @@ class EventsAndEvictions:
         self.rv += 1
         md.update(namespace=ns, uid=f"ev-{self.rv}", resourceVersion=str(self.rv))
         self.events[key] = ev
-        self.save()
+        self.dirty = True   # saved once the request is logged (save_if_dirty)
         return 201, ev
 
     def patch_event(self, ns, name, content_type, body):
@@ -344,7 +350,7 @@ class EventsAndEvictions:
         ev = merge_patch(self.events[key], patch)
         ev["metadata"]["resourceVersion"] = str(self.rv)
         self.events[key] = ev
-        self.save()
+        self.dirty = True   # saved once the request is logged (save_if_dirty)
         return 200, ev
 
     def evict(self, ns, name, pods, body):
@@ -361,7 +367,7 @@ class EventsAndEvictions:
         if key not in pods or key in self.evicted:
             return 404, k8s_status(404, f"pods \"{name}\" not found", "NotFound")
         self.evicted.append(key)
-        self.save()
+        self.dirty = True   # saved once the request is logged (save_if_dirty)
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
@@ -979,6 +985,8 @@ def serve(args):
                 self.changed = False
                 with state.lock:
                     state.save()
+            with state.lock:
+                extra.save_if_dirty()
             if override is None:
                 if watching:
                     try:
