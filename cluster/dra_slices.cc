@@ -59,7 +59,8 @@ std::optional<std::pair<long long, long long>> free_bandwidth(const placement::N
     const placement::LedgerFacts* l = f.ledger_of(ledger);
     uint64_t capacity = 0;
     if (l && l->capacity && l->capacity->capacity_bps) {
-        capacity = l->capacity->capacity_bps;
+        // What admission compares against: the capacity x the overcommit it was admitted with.
+        capacity = static_cast<uint64_t>(static_cast<double>(l->capacity->capacity_bps) * l->capacity->overcommit);
     } else if (speed && *speed > 0) {
         capacity = static_cast<uint64_t>(static_cast<double>(*speed) * 1e6 * overcommit);
     } else {

@@ -3,10 +3,12 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "cni/error.h"
 #include "base/text.h"
 #include "cni/version.h"
+#include "placement/placement.h"
 
 namespace cni::cli {
 
@@ -28,6 +30,12 @@ void add_version(CLI::App& app, int& status) {
         std::printf("%s\n", version_text().c_str());
         status = 0;
     });
+}
+
+std::string node_of(const std::string& flag) {
+    if (!flag.empty()) return flag;
+    if (const char* n = ::getenv("NODE_NAME"); n && *n) return n;
+    return placement::node_name(conf::Placement{});
 }
 
 int main(int argc, char** argv) {

@@ -13,6 +13,10 @@ inline constexpr const char* kDefaultCniPath = "/opt/cni/bin:/usr/lib/cni";
 
 int main(int argc, char** argv);
 
+/// The Node an agent runs for: `flag` (--node), else NODE_NAME (the DaemonSet's downward
+/// API), else the host name as kubelet takes it.
+std::string node_of(const std::string& flag);
+
 // Registration functions, one per file (exec.cc, ipam.cc, node_report.cc...).
 // Each returns nothing; the subcommand's callback sets the exit status through `status`.
 void add_version(CLI::App& app, int& status);

@@ -5,23 +5,13 @@
 // an idle node sends nothing, the API down is retried with back-off, SIGTERM ends it with 0.
 #include <CLI/CLI.hpp>
 
-#include <atomic>
-#include <csignal>
-#include <cstdlib>
-
-#include "base/log.h"
 #include "cni/cli/cli.h"
 #include "cni/cli/publish.h"
 #include "netns/sysfs.h"
-#include "placement/placement.h"
 
 namespace cni::cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop = true; }
 
 struct Options {
     PublishOptions pub;
@@ -60,9 +50,7 @@ void add_dra_driver(CLI::App& app, int& status) {
     cmd->add_flag("--once", o->pub.once, "write the slices if needed, then exit (0: the API has them)");
     cmd->footer("Example:\n  topocni dra-driver --node \"$NODE_NAME\"");
     cmd->callback([o, kc, &status] {
-        if (!o->node.empty()) o->pub.facts.node = o->node;
-        else if (const char* n = std::getenv("NODE_NAME"); n && *n) o->pub.facts.node = n;
-        else o->pub.facts.node = placement::node_name(conf::Placement{});
+        o->pub.facts.node = node_of(o->node);
         for (const auto& rn : o->resource_names) {
             auto eq = rn.find('=');
             if (eq == std::string::npos || eq == 0 || eq + 1 == rn.size())
@@ -73,12 +61,7 @@ void add_dra_driver(CLI::App& app, int& status) {
         o->pub.devices.kernel_driver = [tree](const std::string& pci) { return tree.driver(pci); };
         o->pub.devices.pcie_root = [tree](const std::string& pci) { return tree.pcie_root(pci); };
         o->pub.kubeconfig_set = kc->count() > 0;
-        struct sigaction sa {};
-        sa.sa_handler = on_signal;
-        ::sigaction(SIGTERM, &sa, nullptr);
-        ::sigaction(SIGINT, &sa, nullptr);
-        base::log::configure("info", "");
-        status = publish(o->pub, g_stop);
+        status = publish_until_signal(o->pub);
     });
 }
 

@@ -65,17 +65,6 @@ struct Options {
     PublishOptions pub;
 };
 
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop = true; }
-
-/// --node, else NODE_NAME (the DaemonSet's downward API), else the host name as kubelet
-/// takes it.
-std::string node_of(const Options& o) {
-    if (!o.node.empty()) return o.node;
-    if (const char* n = ::getenv("NODE_NAME"); n && *n) return n;
-    return placement::node_name(conf::Placement{});
-}
 
 // ---- what the node has: gathered once, rendered as NFD labels or Prometheus metrics ----
 
@@ -377,7 +366,7 @@ void add_node_report(CLI::App& app, int& status) {
     cmd->callback([o, kc, &status] {
         require_sysfs(o->sysfs_root);
         if (o->publish || o->format == "facts") {
-            FactsOptions fo{o->sysfs_root, o->state_dir, o->kubelet_root_dir, node_of(*o)};
+            FactsOptions fo{o->sysfs_root, o->state_dir, o->kubelet_root_dir, node_of(o->node)};
             if (!o->publish) {
                 std::string text = to_json(read_node_facts(fo)).dump(2) + "\n";
                 if (o->output.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
@@ -387,12 +376,7 @@ void add_node_report(CLI::App& app, int& status) {
             }
             o->pub.facts = fo;
             o->pub.kubeconfig_set = kc->count() > 0;
-            struct sigaction sa {};
-            sa.sa_handler = on_signal;
-            ::sigaction(SIGTERM, &sa, nullptr);
-            ::sigaction(SIGINT, &sa, nullptr);
-            base::log::configure("info", "");
-            status = publish(o->pub, g_stop);
+            status = publish_until_signal(o->pub);
             return;
         }
         Facts f = gather(*o);

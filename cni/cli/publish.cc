@@ -3,6 +3,7 @@
 #include "cluster/dra_sync.h"
 
 #include <poll.h>
+#include <csignal>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -216,16 +217,22 @@ private:
             backoff_.reset();
             return true;
         } catch (const base::Error& e) {
-            retry_in_ = backoff_.next();
-            auto* k = dynamic_cast<const kube::Error*>(&e);
-            base::log::warn(std::string("publishing facts of node '") + o_.facts.node + "' failed (attempt " +
-                            std::to_string(backoff_.failures()) +
-                            (k && k->http_status ? ", HTTP " + std::to_string(k->http_status) : "") + "): " + e.what());
-            // A connection that failed is opened again; what the Node has is asked again.
-            client_.reset();
-            known_ = false;
-            return false;
+            return failed("publishing facts", e);
         }
+    }
+
+    /// After an API failure: the back-off's next wait, the failure logged with its attempt
+    /// and HTTP status; a connection that failed is opened again, and what the Node has is
+    /// asked again.
+    bool failed(const char* doing, const base::Error& e) {
+        retry_in_ = backoff_.next();
+        auto* k = dynamic_cast<const kube::Error*>(&e);
+        base::log::warn(std::string(doing) + " of node '" + o_.facts.node + "' failed (attempt " +
+                        std::to_string(backoff_.failures()) +
+                        (k && k->http_status ? ", HTTP " + std::to_string(k->http_status) : "") + "): " + e.what());
+        client_.reset();
+        known_ = false;
+        return false;
     }
 
     /// The node's ResourceSlices made to hold the devices of `f` (nothing sent when they do).
@@ -236,14 +243,7 @@ private:
             backoff_.reset();
             return true;
         } catch (const base::Error& e) {
-            retry_in_ = backoff_.next();
-            auto* k = dynamic_cast<const kube::Error*>(&e);
-            base::log::warn(std::string("keeping the resourceslices of node '") + o_.facts.node + "' failed (attempt " +
-                            std::to_string(backoff_.failures()) +
-                            (k && k->http_status ? ", HTTP " + std::to_string(k->http_status) : "") + "): " + e.what());
-            client_.reset();
-            known_ = false;
-            return false;
+            return failed("keeping the resourceslices", e);
         }
     }
 
@@ -422,6 +422,23 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
     }
     base::log::info("stopped publishing for node '" + o.facts.node + "'");
     return 0;
+}
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+}  // namespace
+
+int publish_until_signal(const PublishOptions& o) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    base::log::configure("info", "");
+    return publish(o, g_stop);
 }
 
 }  // namespace cni::cli

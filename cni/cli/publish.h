@@ -50,4 +50,8 @@ struct PublishOptions {
 /// the Node carries the facts afterwards, 1 when it does not.
 int publish(const PublishOptions& o, const std::atomic<bool>& stop);
 
+/// publish() until SIGTERM or SIGINT, logging at info level: what `node-report --publish`
+/// and `dra-driver` run.
+int publish_until_signal(const PublishOptions& o);
+
 }  // namespace cni::cli

@@ -430,10 +430,7 @@ void add_refusal_agent(CLI::App& app, int& status) {
     cmd->footer("Examples:\n  topocni refusal-agent --state-dir /host/var/lib/cni/topocni --node \"$NODE_NAME\"\n"
                 "Needs: create and patch on events, get on pods, create on pods/eviction (examples/rbac.yaml).");
     cmd->callback([o, kc, &status] {
-        if (o->node.empty()) {
-            const char* n = ::getenv("NODE_NAME");
-            o->node = n && *n ? n : placement::node_name(conf::Placement{});
-        }
+        o->node = node_of(o->node);
         o->kubeconfig_set = kc->count() > 0;
         struct sigaction sa {};
         sa.sa_handler = on_signal;

@@ -118,6 +118,8 @@ TEST_CASE("a PF is one shared link device whose bandwidth is its capacity less w
         f.ledgers.back().capacity = cap_entry;
         auto again = devices(f, o);
         CHECK(cap(*find(again, "pf-0000-af-00-0"), "egressMbps") == "1000");
+        f.ledgers.back().capacity->overcommit = 1.5;   // 7,500 counted, 4,000 committed
+        CHECK(cap(*find(devices(f, o), "pf-0000-af-00-0"), "egressMbps") == "3500");
     }
     SUBCASE("a link fully committed offers 0 and no policy that the API would refuse") {
         f.ledgers.back().egress_bps = 60'000'000'000;
