@@ -24,7 +24,11 @@ TEST_JOBS     ?= 4
 FUZZ_SECONDS  ?= 60
 FUZZ_TARGETS  := $(patsubst tests/fuzz/%.cc,fuzz_%,$(wildcard tests/fuzz/*.cc))
 
-.PHONY: all deps build release test demo install deb bench san-configure fuzz-build fuzz test-sanitize clean
+# The DRA tests' CEL evaluator (tests/integration/dra_cel): npm's @bufbuild/cel, pinned by
+# package-lock.json, fetched once. Test-only: nothing of it is in the binary.
+DRA_CEL_DIR   := tests/integration/dra_cel
+
+.PHONY: all deps dra-cel-deps build release test demo install deb bench san-configure fuzz-build fuzz test-sanitize clean
 
 all: build
 
@@ -38,6 +42,12 @@ deps:
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+dra-cel-deps:
+	@if [ ! -d $(DRA_CEL_DIR)/node_modules ]; then \
+	  command -v npm >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq --no-install-recommends nodejs npm; }; \
+	  cd $(DRA_CEL_DIR) && npm ci --no-audit --no-fund --loglevel=error; \
+	fi
+
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOPOCNI_FAILPOINTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
@@ -48,12 +58,12 @@ release: deps
 
 # Every test: unit, integration, and every fuzz target's seeds replayed (fuzz.replay.*),
 # all under ctest.
-test: build release
+test: build release dra-cel-deps
 	cd $(BUILD) && TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure -j $(TEST_JOBS)
 
 # The whole suite again with AddressSanitizer and UndefinedBehaviorSanitizer, then each
 # libFuzzer target (same build) fuzzing for a few seconds from its seeds.
-test-sanitize: deps release san-configure
+test-sanitize: deps release san-configure dra-cel-deps
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  TOPOCNI_CHURN_CYCLES=500 TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure -j $(TEST_JOBS)

@@ -214,6 +214,26 @@ Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeF
     return out;
 }
 
+std::vector<placement::NetworkFacts> unused_pools(const std::vector<PodNetwork>& nads, const placement::NodeFacts& f,
+                                                  const std::map<std::string, std::string>& labels) {
+    std::vector<placement::NetworkFacts> out;
+    placement::NodeLabels node_labels{labels, "the Node object", f.node, "the Node object"};
+    for (auto& n : nads) {
+        if (!n.parsed || !n.error.empty() || !n.parsed->pool) continue;
+        const auto& p = *n.parsed;
+        if (f.network(p.conf.name) || std::any_of(out.begin(), out.end(), [&](auto& x) { return x.name == p.conf.name; }))
+            continue;
+        if (p.conf.placement && p.conf.placement->node_selector &&
+            !placement::evaluate_selector(*p.conf.placement->node_selector, node_labels).pass)
+            continue;
+        placement::NetworkFacts net{p.conf.name, {}};
+        // The store as ADD will find it: reservations another plugin or a crash left count.
+        for (auto& u : ipam::pool_usage(*p.pool, p.conf.name)) net.sets.push_back({u.range_set, u.size, u.held.size(), false});
+        out.push_back(std::move(net));
+    }
+    return out;
+}
+
 std::vector<std::string> masters_of(const std::vector<PodNetwork>& nads) {
     std::vector<std::string> out;
     for (auto& n : nads)

@@ -74,6 +74,13 @@ Needs needs_of(const PodNetwork& n, const std::map<std::string, std::string>& an
 Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeFacts& facts,
                      const std::map<std::string, std::string>& labels);
 
+/// The address pools of the NADs that can land on this node (their nodeSelector meets
+/// `labels`) and that the facts do not know yet (no attachment here has used them): each
+/// range set with what its store (dataDir) holds. The DRA devices offer them before the
+/// first ADD.
+std::vector<placement::NetworkFacts> unused_pools(const std::vector<PodNetwork>& nads, const placement::NodeFacts& facts,
+                                                  const std::map<std::string, std::string>& labels);
+
 /// The masters the NADs name: the facts must describe them even before a link is on them.
 std::vector<std::string> masters_of(const std::vector<PodNetwork>& nads);
 

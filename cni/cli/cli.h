@@ -1,5 +1,7 @@
-// The operator CLI: the same binary run with arguments instead of CNI_* variables.
-// Each subcommand lives in its own file and registers itself on the app.
+// The CNI operator commands: the same binary run with arguments instead of CNI_*
+// variables, to run, check and explain the plugin on this node (exec, validate, explain,
+// ipam, collect, version). Each lives in its own file and registers itself on the app;
+// bin/main.cc holds the table, beside the cluster side's commands (cluster/cmd/).
 #pragma once
 #include <string>
 
@@ -11,26 +13,17 @@ namespace cni::cli {
 /// (/opt/cni/bin) and Debian's plugins (/usr/lib/cni) are.
 inline constexpr const char* kDefaultCniPath = "/opt/cni/bin:/usr/lib/cni";
 
-int main(int argc, char** argv);
-
-/// The Node an agent runs for: `flag` (--node), else NODE_NAME (the DaemonSet's downward
-/// API), else the host name as kubelet takes it.
-std::string node_of(const std::string& flag);
+/// "topocni <version>" and the CNI versions it speaks (`version`, `--version`).
+std::string version_text();
 
 // Registration functions, one per file (exec.cc, ipam.cc, node_report.cc...).
 // Each returns nothing; the subcommand's callback sets the exit status through `status`.
 void add_version(CLI::App& app, int& status);
 void add_exec(CLI::App& app, int& status);
 void add_ipam(CLI::App& app, int& status);
-void add_node_report(CLI::App& app, int& status);
 void add_explain(CLI::App& app, int& status);
 void add_collect(CLI::App& app, int& status);
-void add_api(CLI::App& app, int& status);
-void add_scheduler_extender(CLI::App& app, int& status);
-void add_admission_webhook(CLI::App& app, int& status);
 void add_validate(CLI::App& app, int& status);
-void add_refusal_agent(CLI::App& app, int& status);
-void add_dra_driver(CLI::App& app, int& status);
 
 }  // namespace cni::cli
 

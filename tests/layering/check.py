@@ -33,6 +33,10 @@ FORBIDDEN = [
     ("placement", "cluster/networks.h"), ("verbs", "cluster/networks.h"),
     ("proto", "cni/verbs/placement_step.h"), ("cluster", "cni/verbs/placement_step.h"),
     ("proto", "cni/verbs/ipam_step.h"), ("attach", "cni/verbs/ipam_step.h"), ("cluster", "cni/verbs/ipam_step.h"),
+    # the cluster side's commands sit on cluster/, beside the CNI commands, not on them
+    ("cluster", "cluster/cmd/commands.h"), ("placement", "cluster/cmd/publish.h"), ("verbs", "cluster/cmd/commands.h"),
+    ("cli", "cluster/cmd/commands.h"), ("cli", "cluster/scheduling.h"), ("cli", "cluster/dra_slices.h"),
+    ("cmd", "cni/cli/cli.h"), ("cmd", "cni/verbs/verbs.h"),
 ]
 # (part, header it must see): itself and what is below.
 ALLOWED = [
@@ -49,7 +53,9 @@ ALLOWED = [
     ("verbs", "cni/attach/attachment.h"),
     ("cluster", "cluster/scheduling.h"), ("cluster", "cni/attach/attachment.h"), ("cluster", "kube/client.h"),
     ("cluster", "placement/placement.h"),
-    ("cli", "cni/cli/cli.h"), ("cli", "cni/verbs/verbs.h"), ("cli", "cluster/networks.h"),
+    ("cli", "cni/cli/cli.h"), ("cli", "cni/verbs/verbs.h"), ("cli", "placement/placement.h"),
+    ("cmd", "cluster/cmd/commands.h"), ("cmd", "cluster/scheduling.h"), ("cmd", "cni/attach/attachment.h"),
+    ("cmd", "kube/reflector.h"),
 ]
 
 

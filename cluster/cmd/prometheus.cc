@@ -1,8 +1,8 @@
-#include "cni/cli/prometheus.h"
+#include "cluster/cmd/prometheus.h"
 
 #include <cstdio>
 
-namespace cni::cli::prometheus {
+namespace cluster::cmd::prometheus {
 
 std::string escape_label(const std::string& v) {
     std::string out;
@@ -26,4 +26,4 @@ std::string number(unsigned __int128 v) {
     return std::to_string(static_cast<unsigned long long>(v));
 }
 
-}  // namespace cni::cli::prometheus
+}  // namespace cluster::cmd::prometheus

@@ -1,4 +1,4 @@
-#include "cni/cli/cluster_service.h"
+#include "cluster/cmd/cluster_service.h"
 
 #include <nlohmann/json.hpp>
 
@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "kube/client.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 namespace {
 
@@ -119,4 +119,4 @@ void run_service(const ServiceFlags& f, const kube::Kubeconfig& kc, const std::s
     base::log::info(name + " stopped");
 }
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

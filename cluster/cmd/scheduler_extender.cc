@@ -7,13 +7,16 @@
 #include <malloc.h>
 
 #include "base/log.h"
-#include "cni/cli/cli.h"
-#include "cni/cli/cluster_service.h"
+#include "cluster/cmd/commands.h"
+#include "cluster/cmd/cluster_service.h"
 #include "cluster/extender.h"
 #include "cni/error.h"
 #include "kube/kubeconfig.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
+
+using cni::Error;
+using cni::kInvalidConfig;
 
 namespace {
 
@@ -106,4 +109,4 @@ void add_scheduler_extender(CLI::App& app, int& status) {
     });
 }
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

@@ -13,7 +13,7 @@
 #include "kube/reflector.h"
 #include "kube/server.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 struct ServiceFlags {
     kube::server::Options server;
@@ -49,4 +49,4 @@ struct Watch {
 void run_service(const ServiceFlags& f, const kube::Kubeconfig& kc, const std::string& name,
                  std::vector<Watch> watches, const kube::server::Handler& handler);
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

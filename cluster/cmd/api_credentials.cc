@@ -1,10 +1,13 @@
-#include "cni/cli/api_credentials.h"
+#include "cluster/cmd/api_credentials.h"
 
 #include <sys/stat.h>
 
 #include "cni/error.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
+
+using cni::Error;
+using cni::kInvalidConfig;
 
 kube::Kubeconfig pick_kubeconfig(const std::string& path, bool path_set) {
     if (path_set) return kube::load_kubeconfig(path);
@@ -16,4 +19,4 @@ kube::Kubeconfig pick_kubeconfig(const std::string& path, bool path_set) {
                                     "' nor '" + kube::kMultusKubeconfig + "' exists; pass --kubeconfig");
 }
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

@@ -11,15 +11,15 @@
 #include <stdexcept>
 
 #include "base/log.h"
-#include "cni/cli/api_credentials.h"
-#include "cni/cli/cli.h"
-#include "cni/cli/cluster_service.h"
+#include "cluster/cmd/api_credentials.h"
+#include "cluster/cmd/commands.h"
+#include "cluster/cmd/cluster_service.h"
 #include "cluster/admission.h"
 #include "cni/error.h"
 #include "kube/client.h"
 #include "kube/error.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 namespace {
 
@@ -165,4 +165,4 @@ void add_admission_webhook(CLI::App& app, int& status) {
     });
 }
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

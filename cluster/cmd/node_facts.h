@@ -9,7 +9,7 @@
 
 #include "placement/node_facts.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 struct FactsOptions {
     std::string sysfs_root = "/sys";
@@ -22,4 +22,4 @@ struct FactsOptions {
 /// Throws code 7 when sysfs_root has no class/net (not a sysfs).
 placement::NodeFacts read_node_facts(const FactsOptions& o);
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

@@ -1,4 +1,4 @@
-#include "cni/cli/refusal_agent.h"
+#include "cluster/cmd/refusal_agent.h"
 
 #include <CLI/CLI.hpp>
 #include <poll.h>
@@ -18,8 +18,8 @@
 #include "base/fd.h"
 #include "base/files.h"
 #include "base/log.h"
-#include "cni/cli/api_credentials.h"
-#include "cni/cli/cli.h"
+#include "cluster/cmd/api_credentials.h"
+#include "cluster/cmd/commands.h"
 #include "cni/error.h"
 #include "placement/evictions.h"
 #include "placement/placement.h"
@@ -29,7 +29,7 @@
 #include "kube/events.h"
 #include "kube/eviction.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 namespace {
 
@@ -441,4 +441,4 @@ void add_refusal_agent(CLI::App& app, int& status) {
     });
 }
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

@@ -5,11 +5,11 @@
 // an idle node sends nothing, the API down is retried with back-off, SIGTERM ends it with 0.
 #include <CLI/CLI.hpp>
 
-#include "cni/cli/cli.h"
-#include "cni/cli/publish.h"
+#include "cluster/cmd/commands.h"
+#include "cluster/cmd/publish.h"
 #include "netns/sysfs.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 namespace {
 
@@ -65,4 +65,4 @@ void add_dra_driver(CLI::App& app, int& status) {
     });
 }
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

@@ -1,4 +1,4 @@
-#include "cni/cli/node_facts.h"
+#include "cluster/cmd/node_facts.h"
 
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -21,7 +21,10 @@
 #include "conf/netconf.h"
 #include "netns/sysfs.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
+
+// The node as the plugin left it: its records, state and errors are the CNI side's own.
+using namespace cni;
 
 namespace {
 
@@ -169,4 +172,4 @@ placement::NodeFacts read_node_facts(const FactsOptions& o) {
     return f;
 }
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cni/cli/cli.h"
+#include "cluster/cmd/commands.h"
 #include "cni/error.h"
 #include "kube/client.h"
 #include "kube/kubeconfig.h"
 #include "kube/reflector.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 namespace {
 
@@ -131,4 +131,4 @@ void add_api(CLI::App& app, int& status) {
     });
 }
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

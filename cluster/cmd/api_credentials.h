@@ -7,9 +7,9 @@
 
 #include "kube/kubeconfig.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 /// Throws code 7 when none is there.
 kube::Kubeconfig pick_kubeconfig(const std::string& path, bool path_set);
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

@@ -19,7 +19,7 @@
 #include <atomic>
 #include <string>
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 struct RefusalAgentOptions {
     std::string state_dir = "/var/lib/cni/topocni";
@@ -37,4 +37,4 @@ struct RefusalAgentOptions {
 /// Runs until `stop` (set by the signal handler); 0 on a clean stop.
 int refusal_agent(const RefusalAgentOptions& o, const std::atomic<bool>& stop);
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

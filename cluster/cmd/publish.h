@@ -24,9 +24,9 @@
 #include <string>
 
 #include "cluster/dra_slices.h"
-#include "cni/cli/node_facts.h"
+#include "cluster/cmd/node_facts.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 struct PublishOptions {
     FactsOptions facts;
@@ -54,4 +54,4 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop);
 /// and `dra-driver` run.
 int publish_until_signal(const PublishOptions& o);
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

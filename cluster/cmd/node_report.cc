@@ -19,10 +19,10 @@
 #include "cni/attach/sriov_state.h"
 #include "base/files.h"
 #include "base/hash.h"
-#include "cni/cli/cli.h"
-#include "cni/cli/node_facts.h"
-#include "cni/cli/prometheus.h"
-#include "cni/cli/publish.h"
+#include "cluster/cmd/commands.h"
+#include "cluster/cmd/node_facts.h"
+#include "cluster/cmd/prometheus.h"
+#include "cluster/cmd/publish.h"
 #include "cni/error.h"
 #include "placement/ledger.h"
 #include "placement/placement.h"
@@ -33,7 +33,10 @@
 #include "ipam/usage.h"
 #include "netns/sysfs.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
+
+// The node as the plugin left it: its records, state and errors are the CNI side's own.
+using namespace cni;
 
 namespace {
 
@@ -390,4 +393,4 @@ void add_node_report(CLI::App& app, int& status) {
 }
 
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

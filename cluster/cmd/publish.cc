@@ -1,4 +1,4 @@
-#include "cni/cli/publish.h"
+#include "cluster/cmd/publish.h"
 
 #include "cluster/dra_sync.h"
 
@@ -20,14 +20,14 @@
 #include "base/fd.h"
 #include "base/files.h"
 #include "base/log.h"
-#include "cni/cli/api_credentials.h"
+#include "cluster/cmd/api_credentials.h"
 #include "cluster/resources.h"
 #include "cni/error.h"
 #include "kube/client.h"
 #include "kube/error.h"
 #include "kube/reflector.h"
 
-namespace cni::cli {
+namespace cluster::cmd {
 
 namespace {
 
@@ -167,6 +167,15 @@ private:
     bool nads_listed_ = false, node_listed_ = false;
 };
 
+std::map<std::string, std::string> labels_of(const json& node) {
+    std::map<std::string, std::string> labels;
+    if (auto md = node.find("metadata"); md != node.end() && md->is_object())
+        if (auto l = md->find("labels"); l != md->end() && l->is_object())
+            for (auto it = l->begin(); it != l->end(); ++it)
+                if (it->is_string()) labels[it.key()] = it->get<std::string>();
+    return labels;
+}
+
 class Publisher {
 public:
     Publisher(const PublishOptions& o, ClusterView* view) : o_(o), view_(view) {}
@@ -183,9 +192,9 @@ public:
         placement::NodeFacts f = read_node_facts(fo);
         bool ok = true;
         if (o_.annotation) ok = publish_facts(f);
-        if (o_.slices) ok = publish_slices(f) && ok;
+        if (o_.slices) ok = publish_slices(f, nets) && ok;
         // Apart from the facts: a cluster whose RBAC lacks nodes/status still gets them.
-        if (ok && view_ && view_->synced()) {
+        if (ok && o_.capacities && view_ && view_->synced()) {
             try {
                 keep_capacities(f, nets);
             } catch (const base::Error& e) {
@@ -236,10 +245,16 @@ private:
     }
 
     /// The node's ResourceSlices made to hold the devices of `f` (nothing sent when they do).
-    bool publish_slices(const placement::NodeFacts& f) {
+    /// The slices offer the pools of the NADs that can land here before the first ADD uses
+    /// them (the facts document knows a pool once an attachment has used it).
+    bool publish_slices(const placement::NodeFacts& f, const std::vector<cluster::PodNetwork>& nets) {
         try {
             if (!client_) connect();
-            slice_sync_.sync(*client_, cluster::dra::devices(f, o_.devices));
+            placement::NodeFacts offered = f;
+            if (view_ && view_->node().is_object())
+                for (auto& pool : cluster::unused_pools(nets, f, labels_of(view_->node())))
+                    offered.networks.push_back(std::move(pool));
+            slice_sync_.sync(*client_, cluster::dra::devices(offered, o_.devices));
             backoff_.reset();
             return true;
         } catch (const base::Error& e) {
@@ -266,12 +281,7 @@ private:
         json node = view_->node();
         if (!node.is_object()) return;   // not there (yet): the watch brings it
         const std::string read_version = ClusterView::resource_version(node);
-        std::map<std::string, std::string> labels;
-        if (auto md = node.find("metadata"); md != node.end() && md->is_object())
-            if (auto l = md->find("labels"); l != md->end() && l->is_object())
-                for (auto it = l->begin(); it != l->end(); ++it)
-                    if (it->is_string()) labels[it.key()] = it->get<std::string>();
-        cluster::Resources want = cluster::capacities(nets, f, labels);
+        cluster::Resources want = cluster::capacities(nets, f, labels_of(node));
         json status = node.value("status", json::object());
         if (!status.is_object()) status = json::object();
         json patch = json::array();
@@ -355,7 +365,8 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
     std::unique_ptr<ClusterView> view;
     std::vector<std::thread> loops;
     std::atomic<bool> loops_stop{false};
-    if (o.capacities) {
+    // The NADs and this Node: for the extended resources, and for the pools the slices offer.
+    if (o.capacities || o.slices) {
         view = std::make_unique<ClusterView>();
         auto kc = pick_kubeconfig(o.kubeconfig, o.kubeconfig_set);
         auto timeout = std::chrono::milliseconds(static_cast<long long>(o.api_timeout * 1000));
@@ -366,7 +377,7 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
                 view->replace_nads(c.list("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions", "network-attachment-definitions").items);
                 view->replace_node(c.list(node_path, "nodes").items);
             } catch (const base::Error& e) {
-                base::log::warn(std::string("extended resources not kept: ") + e.what());
+                base::log::warn(std::string("the NADs and the Node not read: ") + e.what());
             }
         } else {
             auto loop = [&, kc, timeout](std::string path, std::string resource, auto replace, auto event) {
@@ -441,4 +452,4 @@ int publish_until_signal(const PublishOptions& o) {
     return publish(o, g_stop);
 }
 
-}  // namespace cni::cli
+}  // namespace cluster::cmd

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-namespace cni::cli::prometheus {
+namespace cluster::cmd::prometheus {
 
 /// A label value with \\, \" and \n escaped.
 std::string escape_label(const std::string& v);
@@ -36,4 +36,4 @@ private:
     const char* name_;
 };
 
-}  // namespace cni::cli::prometheus
+}  // namespace cluster::cmd::prometheus
