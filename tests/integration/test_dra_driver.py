@@ -259,6 +259,14 @@ class DraDriver(DraDriverCase):
                 used.add(("resource.k8s.io", "resourceslices", v))
             elif r["path"].startswith("/api/v1/nodes/"):
                 used.add(("", "nodes", verb.get(r["method"], "get")))
+            else:
+                # a collection: LIST, or WATCH (the agent's view of its Node and the NADs)
+                collection = r["path"]
+                v = "watch" if r["query"].get("watch") in ("1", "true") else "list"
+                if collection == "/api/v1/nodes":
+                    used.add(("", "nodes", v))
+                elif collection == "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions":
+                    used.add(("k8s.cni.cncf.io", "network-attachment-definitions", v))
         self.assertEqual(used, granted, "examples/dra/dra-driver.yaml grants more or less than the agent uses")
         self.assertOk(self.run_plugin("DEL", conf, container_id="c1", netns=path, ifname="net1"))
         self.stop(p)
