@@ -16,6 +16,25 @@ namespace {
 
 std::string devices_text(const std::vector<json>& devices) { return json(devices).dump(); }
 
+bool shared(const json& d) { return d.is_object() && d.value("allowMultipleAllocations", false) == true; }
+
+/// Whether the server kept the shared devices of `sent` as sent: with its gate off it drops
+/// allowMultipleAllocations (and the request policies) on write, without an error.
+bool kept_shared(const json& sent, const json& answer) {
+    const json* devices = nullptr;
+    if (answer.is_object() && answer.contains("spec") && answer["spec"].is_object() && answer["spec"].contains("devices"))
+        devices = &answer["spec"]["devices"];
+    if (!devices || !devices->is_array()) return true;   // no body to compare: assume kept
+    for (const auto& d : sent["spec"]["devices"]) {
+        if (!shared(d)) continue;
+        bool found = std::any_of(devices->begin(), devices->end(), [&](const json& a) {
+            return a.is_object() && a.value("name", "") == d.value("name", "") && shared(a);
+        });
+        if (!found) return false;
+    }
+    return true;
+}
+
 const json& member(const json& j, const char* key) {
     static const json null;
     if (!j.is_object()) return null;
@@ -109,12 +128,19 @@ void SliceSync::learn(kube::Client& c) {
     known_ = true;
 }
 
-int SliceSync::sync(kube::Client& c, const std::vector<json>& devices) {
+int SliceSync::sync(kube::Client& c, const std::vector<json>& all) {
     try {
         if (!known_) learn(c);
+        std::vector<json> devices = all;
+        if (shared_dropped_) std::erase_if(devices, shared);
         std::string content = devices_text(devices);
         if (content == content_) return 0;
-        return write(c, devices, content);
+        bool dropped_before = shared_dropped_;
+        int writes = write(c, devices, content);
+        // Learnt just now: the slices hold shared devices the server made exclusive; once
+        // more without them.
+        if (shared_dropped_ && !dropped_before) writes += sync(c, all);
+        return writes;
     } catch (...) {
         known_ = false;
         throw;
@@ -155,6 +181,12 @@ int SliceSync::write(kube::Client& c, const std::vector<json>& devices, const st
                                       : c.create(kSlicesPath, s, what, "resourceslices");
         slices_[i] = member(answer, "metadata").is_object() ? answer : s;
         ++writes;
+        if (!shared_dropped_ && !kept_shared(s, answer)) {
+            shared_dropped_ = true;
+            base::log::warn("the API server dropped allowMultipleAllocations from resourceslice '" + slice_name(i) +
+                            "': its DRAConsumableCapacity feature gate is off (Kubernetes before 1.36 with default "
+                            "gates); shared links and address pools are no longer offered, only VFs");
+        }
     }
     content_ = content;
     base::log::info("resourceslices of node '" + node_ + "': " + std::to_string(devices.size()) + " devices in " +

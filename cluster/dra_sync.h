@@ -25,6 +25,13 @@ public:
     /// did). Throws kube::Error on an API failure, after which the next call lists again.
     int sync(kube::Client& c, const std::vector<nlohmann::json>& devices);
 
+    /// The API server dropped the fields of shared devices from a slice it stored (its
+    /// DRAConsumableCapacity gate is off: Kubernetes before 1.36 with default gates). It
+    /// would keep them as exclusive devices and give a whole link or pool to one claim, so
+    /// from then on only exclusive devices (the VFs) are offered. Learnt from what the
+    /// server answers to a write, never guessed from a version.
+    bool shared_devices_dropped() const { return shared_dropped_; }
+
     /// The name of slice `index` of the node's pool (a DNS subdomain of at most 253).
     std::string slice_name(size_t index) const;
 
@@ -50,6 +57,7 @@ private:
     std::string content_;                  ///< the devices they hold, as one JSON text; "" unknown
     long long generation_ = 0;
     nlohmann::json owner_;                 ///< ownerReferences to the Node, when it exists
+    bool shared_dropped_ = false;
 };
 
 }  // namespace cluster::dra

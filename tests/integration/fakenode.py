@@ -1242,6 +1242,9 @@ class ClusterApi:
         self.cond = threading.Condition()
         self.rv = 100
         self.nads, self.nodes, self.pods, self.slices = {}, {}, {}, {}   # slices: resourceslices.py
+        # False: an API server before 1.36 (DRAConsumableCapacity off), which drops the
+        # fields of shared devices from a slice on write.
+        self.consumable_capacity = True
         self.history = []        # (rv, "nads" | "nodes" | "pods", type, object, the object before or None)
         self.requests = []
         self.failing = {}        # path prefix -> status
@@ -1669,6 +1672,9 @@ class ClusterApi:
             if not isinstance(body, dict):
                 return 400, k8s_status(400, "the body is no object", "BadRequest")
             n = (body.get("metadata") or {}).get("name", "")
+            body = json.loads(json.dumps(body))
+            if not self.consumable_capacity:
+                resourceslices.drop_disabled_fields(body, None)
             errs = resourceslices.slice_errors(body)
             if errs:
                 return invalid(n, errs)
@@ -1698,6 +1704,9 @@ class ClusterApi:
                 if rv and rv != have["metadata"]["resourceVersion"]:
                     return 409, k8s_status(409, f'Operation cannot be fulfilled on resourceslices.resource.k8s.io '
                                                 f'"{name}": the object has been modified', "Conflict")
+                body = json.loads(json.dumps(body))
+                if not self.consumable_capacity:
+                    resourceslices.drop_disabled_fields(body, have)
                 errs = resourceslices.slice_errors(body)
                 old, new = have.get("spec") or {}, body.get("spec") or {}
                 errs += [f"spec.{k}: field is immutable" for k in ("driver", "nodeName")

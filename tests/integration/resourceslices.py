@@ -51,6 +51,31 @@ def quantity(v):
     return float(v)
 
 
+def uses_consumable_capacity(obj):
+    """Whether a slice uses what the DRAConsumableCapacity gate guards."""
+    for d in ((obj or {}).get("spec") or {}).get("devices") or []:
+        if isinstance(d, dict) and ("allowMultipleAllocations" in d or any(
+                isinstance(c, dict) and "requestPolicy" in c for c in (d.get("capacity") or {}).values())):
+            return True
+    return False
+
+
+def drop_disabled_fields(obj, old):
+    """What an API server with DRAConsumableCapacity off does to a slice before it validates
+    it (pkg/registry/resource/resourceslice/strategy.go, dropDisabledDRAConsumableCapacityFields):
+    devices lose allowMultipleAllocations and every capacity its requestPolicy, silently,
+    unless the stored object already used them (an update after a downgrade)."""
+    if old is not None and uses_consumable_capacity(old):
+        return
+    for d in ((obj or {}).get("spec") or {}).get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        d.pop("allowMultipleAllocations", None)
+        for c in (d.get("capacity") or {}).values():
+            if isinstance(c, dict):
+                c.pop("requestPolicy", None)
+
+
 def slice_errors(obj):
     """What the API server would say is invalid in this ResourceSlice (empty: none)."""
     errs = []

@@ -192,6 +192,21 @@ class DraDriver(DraDriverCase):
         self.assertEqual(self.writes(), [], self.log_of(q))
         self.stop(q)
 
+    def test_an_api_server_that_drops_shared_devices_fields_gets_only_vfs_and_then_no_writes(self):
+        # Kubernetes before 1.36 with default gates: DRAConsumableCapacity off, and the API
+        # server silently strips allowMultipleAllocations and requestPolicy on write.
+        self.api.consumable_capacity = False
+        p = self.driver(interval=0.5)
+        self.wait_for("the warning", lambda: "DRAConsumableCapacity" in self.log_of(p), 10, p)
+        self.wait_for("only VFs", lambda: self.devices()[0] and all(
+            d["attributes"]["type"]["string"] == "vf" for d in self.devices()[0].values()), 5, p)
+        self.assertEqual(sorted(self.devices()[0]), sorted(vf_name(v) for v in VFS))
+        time.sleep(0.5)
+        self.api.forget_requests()
+        time.sleep(2)   # four reads of the node: what the server holds is what is wanted
+        self.assertEqual(self.writes(), [], self.log_of(p))
+        self.stop(p)
+
     def test_slices_of_another_driver_or_node_are_left_alone_and_a_stray_of_ours_is_deleted(self):
         other = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "w1-other"},
                  "spec": {"driver": "sriovnetwork.k8snetworkplumbingwg.io", "nodeName": NODE,
