@@ -28,7 +28,15 @@ nlohmann::json read_nad(const TemplateOptions& o, const NetworkSelection& sel) {
     if (!o.file.empty()) {
         auto text = base::fs::read_file(o.file);
         if (!text) throw cni::Error(cni::kInvalidConfig, "--file " + o.file + ": cannot be read");
-        return kube::parse_yaml(*text, o.file);
+        nlohmann::json nad = kube::parse_yaml(*text, o.file);
+        // The file is the NAD --nad names: a template for one NAD made from another's config
+        // would be a quiet mistake.
+        const auto& md = nad.is_object() && nad.contains("metadata") ? nad["metadata"] : nlohmann::json();
+        for (auto [key, want] : {std::pair{"name", sel.name}, {"namespace", sel.namespace_}})
+            if (md.is_object() && md.contains(key) && md[key].is_string() && md[key].get<std::string>() != want)
+                throw cni::Error(cni::kInvalidConfig, "--file " + o.file + " holds " + key + " '" +
+                                 md[key].get<std::string>() + "', --nad names '" + want + "'");
+        return nad;
     }
     kube::Client client(pick_kubeconfig(o.kubeconfig, !o.kubeconfig.empty()),
                         std::chrono::milliseconds(static_cast<long long>(o.timeout * 1000)));

@@ -296,6 +296,39 @@ class DraParity(unittest.TestCase):
                 self.assertEqual(pool_match, own)
 
 
+    def test_the_examples_template_is_what_dra_template_prints_and_the_example_pod_claims_it(self):
+        nad = os.path.join(EXAMPLES, "..", "sriov-nad.yaml")
+        printed = json.loads(run("dra-template", "--nad", "default/sriov-net1", "--file", nad).stdout)
+        with open(os.path.join(EXAMPLES, "sriov-net1-claim-template.yaml")) as f:
+            self.assertEqual(yaml.safe_load(f), printed)
+        with open(os.path.join(EXAMPLES, "pod.yaml")) as f:
+            pod = yaml.safe_load(f)
+        name = printed["metadata"]["name"]
+        self.assertEqual(pod["spec"]["resourceClaims"], [{"name": name, "resourceClaimTemplateName": name}])
+        self.assertEqual(pod["spec"]["containers"][0]["resources"]["claims"], [{"name": name}])
+        self.assertEqual(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"], "sriov-net1")
+
+    def test_a_file_holding_another_nad_than_the_one_named_is_refused(self):
+        nad = os.path.join(EXAMPLES, "..", "sriov-nad.yaml")
+        r = run("dra-template", "--nad", "default/other", "--file", nad, check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("holds name 'sriov-net1'", r.stderr)
+        self.assertEqual(r.stdout, "")
+        r = run("dra-template", "--nad", "no-slash", "--file", nad, check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not NAMESPACE/NAME", r.stderr)
+
+    def test_a_nad_that_needs_no_device_gets_no_template(self):
+        path = os.path.join(self.tmp, "plain.json")
+        with open(path, "w") as f:
+            json.dump({"metadata": {"name": "plain"}, "spec": {"config": json.dumps(
+                {"cniVersion": "1.0.0", "name": "plain", "type": "topocni", "bridge": "br0"})}}, f)
+        r = run("dra-template", "--nad", "default/plain", "--file", path, check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("asks for no device", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+
 if __name__ == "__main__":
     if not shutil.which("node"):
         print("SKIP: node is not installed (the DRA CEL evaluator runs on Node.js)")

@@ -44,7 +44,9 @@ ONLY_1_1_0_ROUTE_KEYS = {"mtu", "advmss", "priority", "table", "scope"}
 
 
 def example_files(*suffixes):
-    return sorted(os.path.join(EXAMPLES, f) for f in os.listdir(EXAMPLES) if f.endswith(suffixes))
+    """Every example, examples/dra/ included."""
+    return sorted(os.path.join(d, f) for d in (EXAMPLES, os.path.join(EXAMPLES, "dra"))
+                  for f in os.listdir(d) if f.endswith(suffixes))
 
 
 def load_yaml(name):
