@@ -1,10 +1,13 @@
 #include "cluster/admission.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "base/json_text.h"
 
+#include "cluster/dra_claims.h"
 #include "cluster/parsed.h"
 #include "cluster/resources.h"
 #include "cni/error.h"
@@ -129,6 +132,40 @@ void add_affinity(json& patch, const json& spec, const json& reqs) {
     }
 }
 
+/// The claims of `want` (name -> template) that the pod does not have yet: spec.resourceClaims
+/// entries and the first container's resources.claims references. `resources_added`: the
+/// patch made the container's resources object already.
+void add_claims(json& patch, const json& spec, const json& container, bool resources_added,
+                const std::map<std::string, std::string>& want) {
+    auto names = [](const json* list) {
+        std::set<std::string> out;
+        if (list && list->is_array())
+            for (auto& e : *list)
+                if (e.is_object() && e.contains("name") && e["name"].is_string()) out.insert(e["name"].get<std::string>());
+        return out;
+    };
+    const json* entries = member(spec, "resourceClaims");
+    auto have = names(entries);
+    json fresh = json::array();
+    for (auto& [name, tmpl] : want)
+        if (!have.count(name)) fresh.push_back({{"name", name}, {"resourceClaimTemplateName", tmpl}});
+    if (!fresh.empty()) {
+        if (!entries || !entries->is_array()) patch.push_back({{"op", "add"}, {"path", "/spec/resourceClaims"}, {"value", fresh}});
+        else for (auto& e : fresh) patch.push_back({{"op", "add"}, {"path", "/spec/resourceClaims/-"}, {"value", e}});
+    }
+    const json* res = member(container, "resources");
+    const json* refs = res ? member(*res, "claims") : nullptr;
+    auto referenced = names(refs);
+    json more = json::array();
+    for (auto& [name, tmpl] : want)
+        if (!referenced.count(name)) more.push_back({{"name", name}});
+    if (more.empty()) return;
+    const std::string base = "/spec/containers/0/resources";
+    if ((!res || !res->is_object()) && !resources_added) patch.push_back({{"op", "add"}, {"path", base}, {"value", {{"claims", more}}}});
+    else if (!refs || !refs->is_array()) patch.push_back({{"op", "add"}, {"path", base + "/claims"}, {"value", more}});
+    else for (auto& r : more) patch.push_back({{"op", "add"}, {"path", base + "/claims/-"}, {"value", r}});
+}
+
 Mutation deny(std::string message) {
     Mutation m;
     m.allowed = false;
@@ -148,13 +185,14 @@ json node_selector_requirements(const conf::LabelSelector& sel) {
     return out;
 }
 
-Mutation mutate_pod(const json& pod, const std::string& ns, const NadLookup& nads) {
+Mutation mutate_pod(const json& pod, const std::string& ns, const NadLookup& nads, const DraClaims* claims, bool dry_run) {
     const json* md = member(pod, "metadata");
     auto annotations = string_map(md ? member(*md, "annotations") : nullptr);
     if (annotations.count(kAdmittedAnnotation)) return {};   // admitted before: as it is
     auto sel = annotations.find(kNetworksAnnotation);
     if (sel == annotations.end() || sel->second.empty()) return {};
     Resources want;
+    std::map<std::string, std::string> claim_of;   // claim name -> template
     json reqs = json::array();
     std::string keys;
     Mutation m;
@@ -163,9 +201,24 @@ Mutation mutate_pod(const json& pod, const std::string& ns, const NadLookup& nad
             PodNetwork n = nads(s);
             if (!n.error.empty()) return deny(n.error);
             if (!n.parsed) continue;   // not topocni's
-            Needs needs = needs_of(n, annotations);
-            for (auto& [k, v] : needs.resources) want[k] += v;
-            for (auto& w : needs.notes) m.warnings.push_back("topocni: " + w);
+            std::optional<std::string> tmpl;
+            if (claims && claims->template_for) {
+                dra::ClaimPlan plan = dra::claim_plan(n, claims->driver);
+                if (!plan.empty()) {
+                    json object = dra::claim_template(n, plan);
+                    object["metadata"]["namespace"] = ns;   // a pod claims from its own namespace
+                    tmpl = claims->template_for(n, ns, object, dry_run);
+                }
+            }
+            if (tmpl) {
+                // The claim is the network's request: the allocator counts its VF, bandwidth
+                // and address, and the extended resources would count them a second time.
+                claim_of[dra::claim_name(n.selection.name)] = *tmpl;
+            } else {
+                Needs needs = needs_of(n, annotations);
+                for (auto& [k, v] : needs.resources) want[k] += v;
+                for (auto& w : needs.notes) m.warnings.push_back("topocni: " + w);
+            }
             if (n.parsed->conf.placement && n.parsed->conf.placement->node_selector)
                 for (auto& r : node_selector_requirements(*n.parsed->conf.placement->node_selector)) reqs.push_back(r);
             keys += (keys.empty() ? "" : ",") + n.key();
@@ -194,6 +247,11 @@ Mutation mutate_pod(const json& pod, const std::string& ns, const NadLookup& nad
     } catch (const base::Error& e) {
         return deny(e.what());
     }
+    if (!claim_of.empty()) {
+        bool resources_added = std::any_of(m.patch.begin(), m.patch.end(),
+                                           [](const json& op) { return op["path"] == "/spec/containers/0/resources"; });
+        add_claims(m.patch, *spec, (*containers)[0], resources_added, claim_of);
+    }
     if (!reqs.empty()) add_affinity(m.patch, *spec, reqs);
     if (md && member(*md, "annotations") && member(*md, "annotations")->is_object())
         m.patch.push_back({{"op", "add"}, {"path", "/metadata/annotations/" + pointer_token(kAdmittedAnnotation)}, {"value", keys}});
@@ -216,7 +274,7 @@ bool read_annotation(const std::string& key) {
 /// winning (as nlohmann and the API server's decoder read them), and `null` as absent.
 struct ReviewRequest {
     std::optional<std::string> uid;
-    bool uid_bad = false, pod_kind = false, create = false;
+    bool uid_bad = false, pod_kind = false, create = false, dry_run = false;
     std::string ns;
     std::string_view object;   ///< request.object when it is an object
 };
@@ -259,6 +317,8 @@ ReviewRequest read_request(Reader& r) {
         } else if (key == "namespace") {
             bool bad = false;
             q.ns = string_or_null(r, bad).value_or("");
+        } else if (key == "dryRun") {
+            q.dry_run = r.peek() == Reader::Kind::True ? (r.skip(), true) : (r.skip(), false);
         } else if (key == "object") {
             q.object = r.peek() == Reader::Kind::Object ? r.skip() : (r.skip(), std::string_view());
         } else {
@@ -287,7 +347,7 @@ std::string pod_parts(std::string_view object, std::string& ns) {
     Budget budget;
     Reader r(object);
     std::string key, mkey, akey, ckey;
-    std::string annotations, containers, affinity;   // JSON text of each; "": absent
+    std::string annotations, containers, affinity, claims;   // JSON text of each; "": absent
     r.begin_object();
     while (r.next_member(key)) {
         if (key == "metadata") {
@@ -329,6 +389,7 @@ std::string pod_parts(std::string_view object, std::string& ns) {
         } else if (key == "spec") {
             containers.clear();
             affinity.clear();
+            claims.clear();
             if (r.peek() != Reader::Kind::Object) {
                 r.skip();
                 continue;
@@ -357,6 +418,12 @@ std::string pod_parts(std::string_view object, std::string& ns) {
                     containers += ']';
                 } else if (mkey == "containers") {
                     containers = r.null() ? "" : (r.skip(), "0");
+                } else if (mkey == "resourceClaims") {
+                    claims.clear();
+                    if (r.null()) continue;
+                    std::string_view v = r.skip();
+                    budget.take(v.size());
+                    claims = v;
                 } else if (mkey == "affinity") {
                     affinity.clear();
                     if (r.null()) continue;
@@ -376,13 +443,14 @@ std::string pod_parts(std::string_view object, std::string& ns) {
     out += "},\"spec\":{";
     if (!containers.empty()) out += "\"containers\":" + containers;
     if (!affinity.empty()) out += std::string(containers.empty() ? "" : ",") + "\"affinity\":" + affinity;
+    if (!claims.empty()) out += std::string(containers.empty() && affinity.empty() ? "" : ",") + "\"resourceClaims\":" + claims;
     out += "}}";
     return out;
 }
 
 }  // namespace
 
-std::string review(const std::string& body, const NadLookup& nads) {
+std::string review(const std::string& body, const NadLookup& nads, const DraClaims* claims) {
     ReviewRequest req;
     std::string pod_text, object_ns;
     try {
@@ -410,7 +478,7 @@ std::string review(const std::string& body, const NadLookup& nads) {
     json response = {{"uid", *req.uid}, {"allowed", true}};
     if (!pod_text.empty()) {
         std::string ns = !req.ns.empty() ? req.ns : !object_ns.empty() ? object_ns : "default";
-        Mutation m = mutate_pod(json::parse(pod_text), ns, nads);
+        Mutation m = mutate_pod(json::parse(pod_text), ns, nads, claims, req.dry_run);
         response["allowed"] = m.allowed;
         if (!m.allowed) response["status"] = {{"status", "Failure"}, {"message", m.message}, {"code", 400}};
         if (!m.patch.empty()) {

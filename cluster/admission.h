@@ -13,6 +13,7 @@
 // the annotation topocni.io/admitted: a pod carrying it (re-admission) is left as it is.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,23 @@ struct Mutation {
     std::vector<std::string> warnings;   ///< shown by kubectl: what is not counted, and why
 };
 
-/// The mutation of a pod being created in `ns`.
-Mutation mutate_pod(const nlohmann::json& pod, const std::string& ns, const NadLookup& nads);
+/// Dynamic Resource Allocation (`admission-webhook --dra-claims`): a network whose NAD needs
+/// devices (dra_claims.h) gets the pod a claim from its ResourceClaimTemplate instead of
+/// extended resources: the pod's spec.resourceClaims entry and its first container's
+/// resources.claims reference, both named <nad>-topocni, each added only when missing.
+struct DraClaims {
+    std::string driver = "topocni.io";
+    /// The template of network `n`'s claim in the pod's namespace `ns`: its name when it
+    /// exists (or was made now), nullopt when the network goes without a claim. `dry_run`:
+    /// the API server's dry run, which must change nothing.
+    std::function<std::optional<std::string>(const PodNetwork& n, const std::string& ns, const nlohmann::json& template_object,
+                                             bool dry_run)>
+        template_for;
+};
+
+/// The mutation of a pod being created in `ns`; `claims` null: no DRA claims.
+Mutation mutate_pod(const nlohmann::json& pod, const std::string& ns, const NadLookup& nads,
+                    const DraClaims* claims = nullptr, bool dry_run = false);
 
 /// A nodeSelector as node selector requirements (matchExpressions of a nodeSelectorTerm).
 nlohmann::json node_selector_requirements(const conf::LabelSelector& sel);
@@ -50,6 +66,6 @@ inline constexpr size_t kMaxPodPartsBytes = 1u << 20;
 /// The AdmissionReview (admission.k8s.io/v1) to send back for `body`. Throws code 7 for a
 /// body that is no AdmissionReview with a request, for containers nested deeper than
 /// base::json_text::kMaxDepth, and for pod parts over kMaxPodPartsBytes (the server answers 400).
-std::string review(const std::string& body, const NadLookup& nads);
+std::string review(const std::string& body, const NadLookup& nads, const DraClaims* claims = nullptr);
 
 }  // namespace cluster

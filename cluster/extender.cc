@@ -218,19 +218,9 @@ ExtenderArgs parse_extender_args(std::string body) {
 
 // ---- caches ----
 
-void Extender::replace_nads(const std::vector<json>& items) {
-    std::map<std::string, json> fresh;
-    for (auto& n : items) fresh[object_key(n)] = n;
-    std::unique_lock lock(mu_);
-    nads_ = std::move(fresh);
-}
+void Extender::replace_nads(const std::vector<json>& items) { nads_.store().replace(items); }
 
-void Extender::nad_event(const kube::Event& e) {
-    std::string key = object_key(e.object);
-    std::unique_lock lock(mu_);
-    if (e.type == "DELETED") nads_.erase(key);
-    else nads_[key] = e.object;
-}
+void Extender::nad_event(const kube::Event& e) { nads_.store().event(e); }
 
 Extender::View Extender::make_view(NodeView v) {
     auto n = std::make_shared<Node>();
@@ -320,10 +310,9 @@ void Extender::pod_event(const kube::Event& e) {
 
 std::vector<PodNetwork> Extender::resolve(const std::vector<NetworkSelection>& sels) {
     std::vector<PodNetwork> out;
-    std::shared_lock lock(mu_);
     for (auto& s : sels) {
-        auto it = nads_.find(s.namespace_ + "/" + s.name);
-        out.push_back(pod_network(s, it == nads_.end() ? nullptr : &it->second));
+        auto n = nads_.find(s);
+        out.push_back(n ? std::move(*n) : pod_network(s, nullptr));
     }
     return out;
 }

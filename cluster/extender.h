@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/nad_informer.h"
 #include "cluster/scheduling.h"
 #include "kube/client.h"
 
@@ -131,7 +132,7 @@ private:
 
     ExtenderOptions o_;
     std::shared_mutex mu_;
-    std::map<std::string, nlohmann::json> nads_;       ///< "ns/name" -> NAD
+    NadInformer nads_;                                 ///< parsed once per version, read without mu_
     std::unordered_map<std::string, View> nodes_;      ///< from the node watch
     std::unordered_map<std::string, View> seen_;       ///< Nodes sent in requests unlike the watch's (bounded)
 

@@ -21,8 +21,9 @@ struct PodNetwork::Parsed {
     const std::unique_ptr<cni::Attachment>& kind;
     std::string kind_name;
     std::optional<ipam::Config> pool;    ///< the host-local pool, read once
-    std::optional<std::string> master;   ///< macvlan: the master the config names
-    bool master_in_pod = false;          ///< macvlan: linkInContainer
+    placement::ScheduledDevice device;   ///< what the kind says it attaches (a VF, a master, none)
+    std::optional<std::string> master;   ///< device.master: the master the config names
+    bool master_in_pod = false;          ///< device.master_in_pod: linkInContainer
 };
 
 /// The PFs a NAD's VFs come from: those of its resource; every PF when the node does not

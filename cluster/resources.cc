@@ -65,7 +65,7 @@ LinkId link_of(const PodNetwork& n) {
         if (n.resource_name.empty()) return {"", "the NAD names no " + std::string(kResourceNameAnnotation)};
         return {"sriov." + n.resource_name, ""};
     }
-    if (p.kind_name == "macvlan") {
+    if (p.device.kind == placement::ScheduledDevice::Kind::Master) {
         if (p.master_in_pod) return {"", "the master is in the pod (linkInContainer)"};
         if (!p.master) return {"", "the master is the node's default-route interface, known only at ADD"};
         return {"macvlan." + *p.master, ""};
@@ -189,7 +189,7 @@ Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeF
         LinkId link = link_of(n);
         if (!link.id.empty() && (p.conf.bandwidth || takes_bandwidth_capability(p.conf))) {
             std::optional<double> bps;
-            if (p.kind_name == "macvlan") {
+            if (p.device.kind == placement::ScheduledDevice::Kind::Master) {
                 if (auto* l = f.link(*p.master); l && l->exists) bps = placement::link_capacity(t, f, master_dev(*p.master)).bps;
             } else {
                 for (size_t i : pool_pfs(f, n.resource_name)) {

@@ -49,17 +49,16 @@ placement::Device vf_device(const std::string& pci) {
     return d;
 }
 
-bool wants_vf(const PodNetwork::Parsed& p, const PodNetwork& n) {
-    return p.kind_name == "sriov" || (p.kind_name == "delegate" && !n.resource_name.empty());
-}
+bool wants_vf(const PodNetwork::Parsed& p, const PodNetwork&) { return p.device.kind == placement::ScheduledDevice::Kind::Vf; }
 
 namespace {
 
 /// Constraints preempting other pods cannot help with: the node is as it is.
-bool unresolvable(const std::string& constraint, const std::string& kind) {
+bool unresolvable(const std::string& constraint, const placement::ScheduledDevice& d) {
     if (constraint == "nodeSelector" || constraint == "topology.minLinkSpeedMbps" || constraint == "master") return true;
     bool numa = constraint == "topology.numaPolicy" || constraint == "topology.numaNode";
-    return numa && kind != "sriov" && kind != "delegate";   // a master's NUMA node does not change; another VF's may fit
+    // A master's NUMA node does not change; another VF's may fit, and so may the device ADD chooses.
+    return numa && d.kind != placement::ScheduledDevice::Kind::Vf && !d.chosen_at_add;
 }
 
 std::time_t parse_time(const std::string& s) {
@@ -311,12 +310,10 @@ PodNetwork pod_network(const NetworkSelection& sel, const json* nad) {
             parsed->pool = parsed->kind->pool(parsed->conf);
         } catch (const base::Error&) {   // minFreeAddresses then fails as it would at ADD
         }
-        if (parsed->kind_name == "macvlan") {
-            const json& raw = parsed->conf.raw;
-            if (auto m = raw.find("master"); m != raw.end() && m->is_string() && !m->get<std::string>().empty())
-                parsed->master = m->get<std::string>();
-            parsed->master_in_pod = raw.value("linkInContainer", json(false)) == json(true);
-        }
+        // The kind says what it attaches, from its own keys (as it does for ADD).
+        parsed->device = parsed->kind->scheduled_device(parsed->conf, n.resource_name);
+        parsed->master = parsed->device.master;
+        parsed->master_in_pod = parsed->device.master_in_pod;
         n.parsed = std::move(parsed);
     } catch (const base::Error& e) {
         n.error = "network-attachment-definition " + n.key() + " does not parse: " + e.what();
@@ -439,9 +436,9 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
                      "every VF of resource '" + n.resource_name + "' on node " + node.name + " is in use", false);
                 continue;
             }
-        } else if (p.kind_name == "macvlan") {
+        } else if (p.device.kind == placement::ScheduledDevice::Kind::Master) {
             placement::Device d;
-            d.link_kind = "macvlan";
+            d.link_kind = p.kind_name;
             if (p.master_in_pod) {
                 d.none_why = "master '" + p.master.value_or("") + "' is in the pod netns (linkInContainer), out of the node's sysfs";
             } else if (!p.master) {
@@ -457,7 +454,7 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
             candidates.push_back(d);
         } else {
             placement::Device d;
-            d.none_why = p.kind_name == "delegate" ? "delegate: the device is chosen at ADD" : "attachment " + p.kind_name + " has no device";
+            d.none_why = p.device.none_why;
             candidates.push_back(d);
         }
         Outcome best;
@@ -474,7 +471,7 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
             if (!v.pass) {
                 failed.push_back(v.constraint);
                 why += (why.empty() ? "" : " | ") + v.constraint + ": " + v.evidence;
-                permanent = permanent && unresolvable(v.constraint, p.kind_name);
+                permanent = permanent && unresolvable(v.constraint, p.device);
             }
         if (!failed.empty()) {
             std::string names;

@@ -10,6 +10,12 @@
 
 namespace placement {
 
+ScheduledDevice Subject::scheduled_device(const conf::NetConf& c, const std::string&) const {
+    ScheduledDevice d;
+    d.none_why = "attachment " + c.kind + " has no device";
+    return d;
+}
+
 namespace {
 
 template <class F>

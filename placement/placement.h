@@ -47,9 +47,25 @@ struct Device {
 };
 
 /// What placement needs of an attachment: every attachment kind (cni/attach/) is one.
+/// What the scheduler side can name of an attachment's device from its config alone, before
+/// a node is chosen and without the node's kernel: a VF of the NAD's device-plugin
+/// resource, a master link by name, or nothing. Each kind answers for its own keys, as it
+/// does for ADD (Subject::device).
+struct ScheduledDevice {
+    enum class Kind { None, Vf, Master };
+    Kind kind = Kind::None;
+    std::optional<std::string> master;   ///< Master: the link the config names; unset: the default route's, known at ADD
+    bool master_in_pod = false;          ///< Master: looked up in the pod netns (linkInContainer)
+    bool chosen_at_add = false;          ///< None: there is a device, but only ADD learns which
+    std::string none_why;                ///< None: why there is nothing to name
+};
+
 class Subject {
 public:
     virtual ~Subject() = default;
+    /// The device as the scheduler side can name it (ScheduledDevice). `resource_name`: the
+    /// NAD's k8s.v1.cni.cncf.io/resourceName, "" when it has none. By default: none.
+    virtual ScheduledDevice scheduled_device(const conf::NetConf& c, const std::string& resource_name) const;
     /// The device the attachment uses on the node (a PCI device, a master). Asked when a
     /// constraint first needs it (it may ask the kernel); may throw.
     virtual Device device(const conf::NetConf& c) const = 0;

@@ -15,9 +15,11 @@
 #include "cluster/cmd/commands.h"
 #include "cluster/cmd/cluster_service.h"
 #include "cluster/admission.h"
+#include "cluster/nad_informer.h"
 #include "cni/error.h"
 #include "kube/client.h"
 #include "kube/error.h"
+#include "kube/store.h"
 
 namespace cluster::cmd {
 
@@ -25,12 +27,54 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kNadPath = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions";
 constexpr size_t kTrimAfterBytes = 1u << 20;
 
 struct WebhookFlags {
     ServiceFlags service;
     std::string path = "/mutate";
+    std::string dra_claims = "off";   ///< off, existing, create
+    std::string driver = "topocni.io";
+};
+
+constexpr const char* kTemplatesPath = "/apis/resource.k8s.io/v1/resourceclaimtemplates";
+
+/// The ResourceClaimTemplates (one LIST+WATCH, all namespaces), and with --dra-claims create
+/// the API to make a missing one.
+class Templates {
+public:
+    Templates(kube::Kubeconfig kc, std::chrono::milliseconds timeout, bool create)
+        : kc_(std::move(kc)), timeout_(timeout), create_(create) {}
+
+    kube::Store& store() { return store_; }
+
+    std::optional<std::string> template_for(const std::string& ns, const json& object, bool dry_run) {
+        const std::string name = object["metadata"]["name"].get<std::string>();
+        if (store_.get(ns + "/" + name)) return name;
+        if (!create_) return std::nullopt;
+        if (dry_run) return name;   // what the pod would claim; a dry run creates nothing
+        std::lock_guard<std::mutex> l(mu_);
+        try {
+            if (!client_) client_ = std::make_unique<kube::Client>(kc_, timeout_);
+            client_->create("/apis/resource.k8s.io/v1/namespaces/" + kube::url_escape(ns) + "/resourceclaimtemplates", object,
+                            "resourceclaimtemplate " + ns + "/" + name, "resourceclaimtemplates");
+            base::log::info("created resourceclaimtemplate " + ns + "/" + name);
+            return name;
+        } catch (const kube::Error& e) {
+            if (e.http_status == 409) return name;   // made meanwhile (another replica, or the watch is behind)
+            client_.reset();
+            // The pod goes on with extended resources rather than a claim on nothing.
+            base::log::warn("resourceclaimtemplate " + ns + "/" + name + " could not be created: " + e.what());
+            return std::nullopt;
+        }
+    }
+
+private:
+    kube::Kubeconfig kc_;
+    std::chrono::milliseconds timeout_;
+    bool create_;
+    kube::Store store_;
+    std::mutex mu_;
+    std::unique_ptr<kube::Client> client_;
 };
 
 /// The API did not answer for a NAD: the webhook fails (HTTP 503), and the configuration's
@@ -39,48 +83,20 @@ struct NadUnreadable : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-/// The NADs, each parsed once per version.
+/// The NADs (the shared informer: each parsed once per version), and the API for one not
+/// in it yet.
 class NadCache {
 public:
     NadCache(kube::Kubeconfig kc, std::chrono::milliseconds timeout) : kc_(std::move(kc)), timeout_(timeout) {}
 
-    void replace(const std::vector<json>& items) {
-        std::map<std::string, Entry> fresh;
-        for (auto& n : items) fresh[cluster::object_key(n)].nad = n;
-        std::lock_guard<std::mutex> l(mu_);
-        for (auto& [k, e] : fresh)   // a parse of the same version is kept
-            if (auto it = nads_.find(k); it != nads_.end() && version(it->second.nad) == version(e.nad)) e = it->second;
-        nads_ = std::move(fresh);
-    }
-    void event(const kube::Event& e) {
-        std::lock_guard<std::mutex> l(mu_);
-        if (e.type == "DELETED") nads_.erase(cluster::object_key(e.object));
-        else if (e.type == "ADDED" || e.type == "MODIFIED") nads_[cluster::object_key(e.object)] = Entry{e.object, std::nullopt};
-    }
+    cluster::NadInformer& informer() { return nads_; }
 
     cluster::PodNetwork lookup(const cluster::NetworkSelection& s) {
-        const std::string key = s.namespace_ + "/" + s.name;
-        {
-            std::lock_guard<std::mutex> l(mu_);
-            if (auto it = nads_.find(key); it != nads_.end()) {
-                if (!it->second.parsed) it->second.parsed = cluster::pod_network(s, &it->second.nad);
-                cluster::PodNetwork n = *it->second.parsed;
-                n.selection = s;   // the interface asked for is the pod's
-                return n;
-            }
-        }
+        if (auto n = nads_.find(s)) return *n;
         return read_live(s);
     }
 
 private:
-    struct Entry {
-        json nad;
-        std::optional<cluster::PodNetwork> parsed;
-    };
-    static std::string version(const json& nad) {
-        return nad.value("metadata", json::object()).value("resourceVersion", std::string());
-    }
-
     /// Not in the cache: created a moment ago, or the watch is behind. Only a NAD the API
     /// does not have either refuses the pod.
     cluster::PodNetwork read_live(const cluster::NetworkSelection& s) {
@@ -101,8 +117,8 @@ private:
 
     kube::Kubeconfig kc_;
     std::chrono::milliseconds timeout_;
-    std::mutex mu_, live_mu_;
-    std::map<std::string, Entry> nads_;
+    std::mutex live_mu_;
+    cluster::NadInformer nads_;
     std::unique_ptr<kube::Client> client_;
 };
 
@@ -122,6 +138,12 @@ void add_admission_webhook(CLI::App& app, int& status) {
     cmd->add_option("--kubeconfig", o->service.kubeconfig,
                     "kubeconfig (default: the pod's service account, else topocni's or Multus's on the node)");
     cmd->add_option("--path", o->path, "the path the webhook configuration calls")->capture_default_str();
+    cmd->add_option("--dra-claims", o->dra_claims,
+                    "off; existing: a network whose NAD has a ResourceClaimTemplate <nad>-topocni in the pod's namespace "
+                    "gets a claim on it instead of extended resources; create: the webhook also creates a missing one "
+                    "(the configuration then needs sideEffects: NoneOnDryRun)")
+        ->check(CLI::IsMember({"off", "existing", "create"}))->capture_default_str();
+    cmd->add_option("--dra-driver-name", o->driver, "the DRA driver the devices are published under")->capture_default_str();
     cmd->footer("Example:\n  topocni admission-webhook --listen 0.0.0.0:8443 --tls-cert tls.crt --tls-key tls.key\n"
                 "See examples/admission-webhook.yaml and the README's admission webhook section.");
     cmd->callback([o, &status] {
@@ -133,10 +155,19 @@ void add_admission_webhook(CLI::App& app, int& status) {
         o->service.server.threads = o->service.server.max_connections + 1;
         kube::Kubeconfig kc = pick_kubeconfig(o->service.kubeconfig, !o->service.kubeconfig.empty());
         NadCache nads(kc, o->service.api_timeout_ms());
-        Watch w{kNadPath, "network-attachment-definitions", {}};
-        w.handlers.replace = [&](const std::vector<json>& items, const std::string&) { nads.replace(items); };
-        w.handlers.event = [&](const kube::Event& e) { nads.event(e); };
+        Watch w{cluster::kNadPath, cluster::kNadResource, nads.informer().store().handlers()};
         cluster::NadLookup lookup = [&](const cluster::NetworkSelection& s) { return nads.lookup(s); };
+        std::vector<Watch> watches{std::move(w)};
+        Templates templates(kc, o->service.api_timeout_ms(), o->dra_claims == "create");
+        cluster::DraClaims dra;
+        dra.driver = o->driver;
+        if (o->dra_claims != "off") {
+            watches.push_back({kTemplatesPath, "resourceclaimtemplates", templates.store().handlers()});
+            dra.template_for = [&](const cluster::PodNetwork&, const std::string& ns, const json& object, bool dry_run) {
+                return templates.template_for(ns, object, dry_run);
+            };
+        }
+        const cluster::DraClaims* claims = o->dra_claims != "off" ? &dra : nullptr;
         auto handler = [&](kube::server::Request r) -> kube::server::Response {
             std::string path = r.target.substr(0, r.target.find('?'));
             if (path != o->path) return {404, R"({"error":"no such path"})"};
@@ -152,7 +183,7 @@ void add_admission_webhook(CLI::App& app, int& status) {
             } trim{r.body.size()};
             const std::string body = std::move(r.body);
             try {
-                return {200, cluster::review(body, lookup)};
+                return {200, cluster::review(body, lookup, claims)};
             } catch (const base::Error& e) {
                 return {400, json({{"error", e.what()}}).dump()};
             } catch (const NadUnreadable& e) {
@@ -160,7 +191,7 @@ void add_admission_webhook(CLI::App& app, int& status) {
                 return {503, json({{"error", e.what()}}).dump()};
             }
         };
-        run_service(o->service, kc, "admission webhook", {std::move(w)}, handler);
+        run_service(o->service, kc, "admission webhook", std::move(watches), handler);
         status = 0;
     });
 }

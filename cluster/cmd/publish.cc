@@ -21,6 +21,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "cluster/cmd/api_credentials.h"
+#include "cluster/nad_informer.h"
 #include "cluster/resources.h"
 #include "cni/error.h"
 #include "kube/client.h"
@@ -95,18 +96,12 @@ private:
 class ClusterView {
 public:
     void replace_nads(const std::vector<json>& items) {
-        std::lock_guard<std::mutex> l(mu_);
-        std::map<std::string, cluster::PodNetwork> fresh;
-        for (auto& n : items) fresh[cluster::object_key(n)] = parse(n);
-        nads_ = std::move(fresh);
-        nads_listed_ = true;
+        nads_.store().replace(items);
         changed = true;
     }
     void nad_event(const kube::Event& e) {
-        std::lock_guard<std::mutex> l(mu_);
-        if (e.type == "DELETED") nads_.erase(cluster::object_key(e.object));
-        else if (e.type == "ADDED" || e.type == "MODIFIED") nads_[cluster::object_key(e.object)] = parse(e.object);
-        else return;
+        if (e.type != "ADDED" && e.type != "MODIFIED" && e.type != "DELETED") return;
+        nads_.store().event(e);
         changed = true;
     }
     void replace_node(const std::vector<json>& items) {
@@ -135,14 +130,9 @@ public:
     }
     bool synced() const {
         std::lock_guard<std::mutex> l(mu_);
-        return nads_listed_ && node_listed_;
+        return nads_.synced() && node_listed_;
     }
-    std::vector<cluster::PodNetwork> networks() const {
-        std::lock_guard<std::mutex> l(mu_);
-        std::vector<cluster::PodNetwork> out;
-        for (auto& [k, n] : nads_) out.push_back(n);
-        return out;
-    }
+    std::vector<cluster::PodNetwork> networks() const { return nads_.all(); }
     json node() const {
         std::lock_guard<std::mutex> l(mu_);
         return node_;
@@ -156,15 +146,10 @@ public:
     std::atomic<bool> changed{false};
 
 private:
-    static cluster::PodNetwork parse(const json& nad) {
-        auto md = nad.value("metadata", json::object());
-        cluster::NetworkSelection s{md.value("namespace", std::string()), md.value("name", std::string()), ""};
-        return cluster::pod_network(s, &nad);
-    }
-    mutable std::mutex mu_;
-    std::map<std::string, cluster::PodNetwork> nads_;
+    mutable std::mutex mu_;       // the Node
+    cluster::NadInformer nads_;   // thread-safe itself
     json node_;
-    bool nads_listed_ = false, node_listed_ = false;
+    bool node_listed_ = false;
 };
 
 std::map<std::string, std::string> labels_of(const json& node) {
@@ -374,7 +359,7 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
         if (o.once) {
             kube::Client c(kc, timeout);
             try {
-                view->replace_nads(c.list("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions", "network-attachment-definitions").items);
+                view->replace_nads(c.list(cluster::kNadPath, cluster::kNadResource).items);
                 view->replace_node(c.list(node_path, "nodes").items);
             } catch (const base::Error& e) {
                 base::log::warn(std::string("the NADs and the Node not read: ") + e.what());
@@ -390,7 +375,7 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
                     kube::reflect(client, path, resource, h, [&] { return stop.load() || loops_stop.load(); });
                 });
             };
-            loop("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions", "network-attachment-definitions",
+            loop(cluster::kNadPath, cluster::kNadResource,
                  &ClusterView::replace_nads, &ClusterView::nad_event);
             loop(node_path, "nodes", &ClusterView::replace_node, &ClusterView::node_event);
         }

@@ -79,6 +79,19 @@ public:
         return master_device(master, "delegate '" + t + "'", lower, in_pod, lower ? t : "macvlan");
     }
 
+    // The scheduler side: a VF when the NAD names a device-plugin resource (Multus passes its
+    // device); otherwise the wrapped plugin chooses at ADD.
+    placement::ScheduledDevice scheduled_device(const conf::NetConf&, const std::string& resource_name) const override {
+        placement::ScheduledDevice d;
+        if (!resource_name.empty()) {
+            d.kind = placement::ScheduledDevice::Kind::Vf;
+        } else {
+            d.chosen_at_add = true;
+            d.none_why = "delegate: the device is chosen at ADD";
+        }
+        return d;
+    }
+
     // host-local in delegate.ipam, read as the wrapped plugin's host-local would read it.
     std::optional<ipam::Config> pool(const conf::NetConf& c) const override {
         auto* ipam = conf::member(keys_, "ipam");

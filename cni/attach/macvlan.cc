@@ -67,6 +67,15 @@ public:
         return master_device(keys_.master, "attachment macvlan", true, keys_.link_in_container, "macvlan");
     }
 
+    // The scheduler side knows the master by name (or that ADD takes the default route's).
+    placement::ScheduledDevice scheduled_device(const conf::NetConf&, const std::string&) const override {
+        placement::ScheduledDevice d;
+        d.kind = placement::ScheduledDevice::Kind::Master;
+        d.master = keys_.master;
+        d.master_in_pod = keys_.link_in_container;
+        return d;
+    }
+
     std::optional<int> add(Context& ctx, const Result& ipam, Result& result, base::Rollback& undo) override {
         const auto& c = ctx.conf;
         const std::string& ifname = ctx.env.ifname;

@@ -292,6 +292,13 @@ public:
         }
     }
 
+    // Before a node is chosen, a VF of the NAD's device-plugin resource (any VF without one).
+    placement::ScheduledDevice scheduled_device(const conf::NetConf&, const std::string&) const override {
+        placement::ScheduledDevice d;
+        d.kind = placement::ScheduledDevice::Kind::Vf;
+        return d;
+    }
+
     placement::Device device(const conf::NetConf& c) const override {
         // DEL and GC may not have the keys; a deviceID that was not read is taken as given.
         auto pci = keys_.device_id.empty() ? device_id_in(c.raw) : std::optional<std::string>(keys_.device_id);

@@ -500,7 +500,8 @@ class FakeApiServer:
         if not os.path.exists(self.log):
             return []
         with open(self.log) as f:
-            return [json.loads(l) for l in f if l.strip()]
+            # The server (another process) may be halfway through a line: only whole lines.
+            return [json.loads(l) for l in f if l.endswith("\n") and l.strip()]
 
     def patches(self):
         """The PATCH requests so far, as logged."""
@@ -1060,6 +1061,7 @@ def serve(args):
 # --- An in-process stand-in API for NADs and Nodes (the admission webhook, the publisher's
 # extended resources). Kept apart from FakeApiServer, which stays as it is.
 
+TEMPLATES_PATH = "/apis/resource.k8s.io/v1/resourceclaimtemplates"
 NAD_PATH = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions"
 CLONE_NEWNET = 0x40000000
 
@@ -1245,6 +1247,7 @@ class ClusterApi:
         # False: an API server before 1.36 (DRAConsumableCapacity off), which drops the
         # fields of shared devices from a slice on write.
         self.consumable_capacity = True
+        self.templates = {}   # resource.k8s.io/v1 ResourceClaimTemplates, "namespace/name"
         self.history = []        # (rv, "nads" | "nodes" | "pods", type, object, the object before or None)
         self.requests = []
         self.failing = {}        # path prefix -> status
@@ -1423,7 +1426,8 @@ class ClusterApi:
         self.cond.notify_all()
 
     def _store(self, kind):
-        return {"nodes": self.nodes, "nads": self.nads, "pods": self.pods, "slices": self.slices}[kind]
+        return {"nodes": self.nodes, "nads": self.nads, "pods": self.pods, "slices": self.slices,
+                "templates": self.templates}[kind]
 
     @staticmethod
     def _key(kind, obj):
@@ -1632,6 +1636,33 @@ class ClusterApi:
                 items = [self.pods[k] for k in sorted(self.pods) if keep(self.pods[k])]
                 return 200, {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": str(self.rv)},
                              "items": json.loads(json.dumps(items))}
+        if method == "GET" and path == TEMPLATES_PATH:
+            if watch:
+                return 200, ("watch", "templates", int(query.get("resourceVersion") or 0), lambda obj: True)
+            with self.cond:
+                items = [self.templates[k] for k in sorted(self.templates)]
+                return 200, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplateList",
+                             "metadata": {"resourceVersion": str(self.rv)}, "items": json.loads(json.dumps(items))}
+        if method == "POST" and path.startswith("/apis/resource.k8s.io/v1/namespaces/") and \
+                path.endswith("/resourceclaimtemplates"):
+            ns = path.split("/")[5]
+            if not isinstance(body, dict) or body.get("kind") != "ResourceClaimTemplate":
+                return 400, k8s_status(400, "the body is no ResourceClaimTemplate", "BadRequest")
+            md = body.get("metadata") or {}
+            if md.get("namespace", ns) != ns:
+                return 400, k8s_status(400, "the namespace of the provided object does not match the namespace "
+                                            "sent on the request", "BadRequest")
+            spec = (body.get("spec") or {}).get("spec") or {}
+            if not ((spec.get("devices") or {}).get("requests")):
+                return 422, k8s_status(422, "spec.spec.devices.requests: Required value", "Invalid")
+            with self.cond:
+                if f"{ns}/{md.get('name')}" in self.templates:
+                    return 409, k8s_status(409, f'resourceclaimtemplates.resource.k8s.io "{md.get("name")}" already '
+                                                f'exists', "AlreadyExists")
+                obj = json.loads(json.dumps(body))
+                obj["metadata"]["namespace"] = ns
+                self._put("templates", obj)
+                return 201, json.loads(json.dumps(self.templates[f"{ns}/{md.get('name')}"]))
         if path == resourceslices.PATH or path.startswith(resourceslices.PATH + "/"):
             return self.route_slices(method, path[len(resourceslices.PATH):].strip("/"), query, body, watch)
         if path.startswith("/api/v1/nodes/"):

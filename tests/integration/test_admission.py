@@ -30,7 +30,7 @@ import yaml
 
 import schedrules
 from cnitest import BIN, main
-from fakenode import NAD_PATH, ClusterApi, free_port, make_pki, nad_object, write_kubeconfig
+from fakenode import NAD_PATH, TEMPLATES_PATH, ClusterApi, free_port, make_pki, nad_object, write_kubeconfig
 from jsonpatch_apply import apply_checked
 from memwatch import MiB, nested_bodies, proc_status, reset_peak, sanitized
 
@@ -208,7 +208,7 @@ def canonical_affinity(pod):
 
 
 
-class Webhook(unittest.TestCase):
+class WebhookCase(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="topocni-adm-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
@@ -304,6 +304,8 @@ class Webhook(unittest.TestCase):
         self.assertEqual(canonical_affinity(patched), canonical_affinity(expected))
         return patched, resp
 
+
+class Webhook(WebhookCase):
     # --- the tests ---
 
     def test_each_nad_form_and_annotation_form_becomes_requests_limits_affinity_and_the_mark(self):
@@ -615,6 +617,87 @@ class Webhook(unittest.TestCase):
             self.fail(f"the webhook did not stop within 15 s of SIGTERM with a connection open: {self.log_text()}")
         self.assertEqual(rc, 0, self.log_text())
         self.assertLess(time.monotonic() - start, 3, "an idle kept-alive connection held the stop")
+
+class WebhookDraClaims(WebhookCase):
+    """--dra-claims: a network whose NAD has a ResourceClaimTemplate gets the pod a claim on
+    it instead of extended resources (what the pod names must be what dra-template prints)."""
+
+    def template(self, nad, namespace="default"):
+        """The template `topocni dra-template` prints for a NAD of all_nads()."""
+        path = os.path.join(self.tmp, f"{nad}.json")
+        with open(path, "w") as f:
+            json.dump(next(n for n in all_nads() if n["metadata"]["name"] == nad), f)
+        r = subprocess.run([BIN, "dra-template", "--nad", f"{namespace}/{nad}", "--file", path],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def restart(self, mode):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self.start("--dra-claims", mode)
+        deadline = time.monotonic() + 10
+        while not self.api.watching(TEMPLATES_PATH):
+            self.assertLess(time.monotonic(), deadline, self.log_text())
+            time.sleep(0.05)
+
+    def test_a_network_with_a_template_gets_a_claim_instead_of_extended_resources_and_others_do_not(self):
+        t = self.template("vf")
+        with self.api.cond:
+            self.api._put("templates", t)
+        self.restart("existing")
+        pod = defaulted_pod("vf, plain")
+        patched, _ = self.admit(pod)
+        name = t["metadata"]["name"]
+        self.assertEqual(name, "vf-topocni")
+        self.assertEqual(patched["spec"]["resourceClaims"], [{"name": name, "resourceClaimTemplateName": name}])
+        res = patched["spec"]["containers"][0]["resources"]
+        self.assertEqual(res["claims"], [{"name": name}])
+        # vf's VF and bandwidth are the claim's; plain (no template) keeps its extended resources.
+        self.assertFalse([k for k in res["requests"] if "sriov" in k], res)
+        self.assertEqual(res["requests"][ADDR + "plain"], "1")
+        self.assertEqual(res["requests"][MARKER], "1")
+
+    def test_claims_the_pod_has_already_are_not_added_twice(self):
+        t = self.template("vf")
+        with self.api.cond:
+            self.api._put("templates", t)
+        self.restart("existing")
+        pod = defaulted_pod("vf")
+        pod["spec"]["resourceClaims"] = [{"name": "vf-topocni", "resourceClaimTemplateName": "vf-topocni"},
+                                         {"name": "gpu", "resourceClaimName": "gpu-1"}]
+        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}, {"name": "vf-topocni"}]}
+        patched, _ = self.admit(pod)
+        self.assertEqual(patched["spec"]["resourceClaims"], pod["spec"]["resourceClaims"])
+        self.assertEqual(patched["spec"]["containers"][0]["resources"]["claims"], [{"name": "gpu"}, {"name": "vf-topocni"}])
+        # Only the other container-less claim reference missing is added.
+        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+        patched, _ = self.admit(pod)
+        self.assertEqual(patched["spec"]["containers"][0]["resources"]["claims"], [{"name": "gpu"}, {"name": "vf-topocni"}])
+
+    def test_without_a_template_existing_mode_leaves_extended_resources_and_create_mode_makes_it(self):
+        self.restart("existing")
+        patched, _ = self.admit(defaulted_pod("vf"))
+        self.assertNotIn("resourceClaims", patched["spec"])
+        self.assertEqual(self.api.templates, {})
+        self.restart("create")
+        # A dry run creates nothing, but shows the claim the pod would get.
+        review = admission_review(defaulted_pod("vf"))
+        review["request"]["dryRun"] = True
+        resp = self.review(review)
+        patch = json.loads(base64.b64decode(resp["patch"]))
+        self.assertTrue(any(op["path"] == "/spec/resourceClaims" for op in patch), patch)
+        self.assertEqual(self.api.templates, {})
+        patched, _ = self.admit(defaulted_pod("vf"))
+        self.assertEqual(patched["spec"]["resourceClaims"][0]["resourceClaimTemplateName"], "vf-topocni")
+        made = self.api.templates["default/vf-topocni"]
+        expected = self.template("vf")
+        self.assertEqual(made["spec"], expected["spec"])
+        # The next pod finds it (by the watch, or the API's 409): one template, still.
+        patched, _ = self.admit(defaulted_pod("vf", name="second"))
+        self.assertEqual(patched["spec"]["resourceClaims"][0]["resourceClaimTemplateName"], "vf-topocni")
+        self.assertEqual(list(self.api.templates), ["default/vf-topocni"])
+
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,38 @@
+#include "cluster/nad_informer.h"
+
+namespace cluster {
+
+using nlohmann::json;
+
+namespace {
+
+PodNetwork parse(const json& nad) {
+    NetworkSelection s;
+    const json& md = nad.contains("metadata") && nad["metadata"].is_object() ? nad["metadata"] : json::object();
+    s.namespace_ = md.value("namespace", std::string());
+    s.name = md.value("name", std::string());
+    return pod_network(s, &nad);
+}
+
+}  // namespace
+
+std::shared_ptr<const PodNetwork> NadInformer::parsed(const std::string& key) const {
+    return store_.derived<PodNetwork>(key, parse);
+}
+
+std::optional<PodNetwork> NadInformer::find(const NetworkSelection& s) const {
+    auto p = parsed(s.namespace_ + "/" + s.name);
+    if (!p) return std::nullopt;
+    PodNetwork n = *p;
+    n.selection = s;   // the interface asked for is the pod's
+    return n;
+}
+
+std::vector<PodNetwork> NadInformer::all() const {
+    std::vector<PodNetwork> out;
+    for (const auto& nad : store_.list())
+        if (auto p = parsed(kube::Store::key_of(*nad))) out.push_back(*p);
+    return out;
+}
+
+}  // namespace cluster
