@@ -14,7 +14,13 @@ using nlohmann::json;
 
 namespace {
 
-std::string devices_text(const std::vector<json>& devices) { return json(devices).dump(); }
+/// The devices as one text, whatever slice holds each: sorted by name.
+std::string devices_text(std::vector<json> devices) {
+    std::sort(devices.begin(), devices.end(), [](const json& a, const json& b) {
+        return a.value("name", std::string()) < b.value("name", std::string());
+    });
+    return json(devices).dump();
+}
 
 bool shared(const json& d) { return d.is_object() && d.value("allowMultipleAllocations", false) == true; }
 
@@ -53,6 +59,14 @@ std::string SliceSync::slice_name(size_t index) const {
         while (base.back() == '.' || base.back() == '-') base.pop_back();
     }
     return base + "-" + std::to_string(index);
+}
+
+void SliceSync::check_kept(const json& sent, const json& answer, size_t index) {
+    if (shared_dropped_ || kept_shared(sent, answer)) return;
+    shared_dropped_ = true;
+    base::log::warn("the API server dropped allowMultipleAllocations from resourceslice '" + slice_name(index) +
+                    "': its DRAConsumableCapacity feature gate is off (Kubernetes before 1.36 with default "
+                    "gates); shared links and address pools are no longer offered, only VFs");
 }
 
 SliceSync::Held SliceSync::read_held(const std::vector<json>& items) const {
@@ -148,14 +162,42 @@ int SliceSync::sync(kube::Client& c, const std::vector<json>& all) {
 }
 
 int SliceSync::write(kube::Client& c, const std::vector<json>& devices, const std::string& content) {
-    auto specs = slice_specs(devices, node_, driver_, ++generation_);
-    int writes = 0;
     auto object_path = [](const std::string& name) {
         std::string path = kSlicesPath;
         path += '/';
         path += kube::url_escape(name);
         return path;
     };
+    // One slice changed, the others whole at this generation: that slice alone is written,
+    // at the same generation (as the upstream helper does: one update is atomic, so no
+    // consumer sees two generations mixed). A VF taken on a node of 8 PFs is one write of
+    // its PF's slice, not a rewrite of all of them.
+    if (generation_ > 0 && strays_.empty()) {
+        auto same = slice_specs(devices, node_, driver_, generation_);
+        std::vector<size_t> changed;
+        bool whole = same.size() == slices_.size();
+        for (size_t i = 0; whole && i < same.size(); ++i) {
+            const json& spec = member(slices_[i], "spec");
+            const json& pool = member(spec, "pool");
+            whole = member(pool, "generation") == generation_ && member(pool, "resourceSliceCount") == same[i]["pool"]["resourceSliceCount"];
+            if (whole && member(spec, "devices") != same[i]["devices"]) changed.push_back(i);
+        }
+        if (whole && changed.size() == 1) {
+            size_t i = changed.front();
+            json s = slices_[i];
+            s["spec"] = same[i];
+            if (!owner_.is_null()) s["metadata"]["ownerReferences"] = owner_;
+            json answer = c.update(object_path(slice_name(i)), s, "resourceslice '" + slice_name(i) + "'", "resourceslices");
+            slices_[i] = member(answer, "metadata").is_object() ? answer : s;
+            check_kept(s, answer, i);
+            content_ = content;
+            base::log::info("resourceslices of node '" + node_ + "': " + std::to_string(devices.size()) + " devices; slice " +
+                            slice_name(i) + " updated at pool generation " + std::to_string(generation_));
+            return 1;
+        }
+    }
+    auto specs = slice_specs(devices, node_, driver_, ++generation_);
+    int writes = 0;
     // Obsolete slices first: a consumer never sees a device twice.
     for (auto& s : strays_) {
         std::string name = member(member(s, "metadata"), "name").get<std::string>();   // read_held kept named ones only
@@ -181,12 +223,7 @@ int SliceSync::write(kube::Client& c, const std::vector<json>& devices, const st
                                       : c.create(kSlicesPath, s, what, "resourceslices");
         slices_[i] = member(answer, "metadata").is_object() ? answer : s;
         ++writes;
-        if (!shared_dropped_ && !kept_shared(s, answer)) {
-            shared_dropped_ = true;
-            base::log::warn("the API server dropped allowMultipleAllocations from resourceslice '" + slice_name(i) +
-                            "': its DRAConsumableCapacity feature gate is off (Kubernetes before 1.36 with default "
-                            "gates); shared links and address pools are no longer offered, only VFs");
-        }
+        check_kept(s, answer, i);
     }
     content_ = content;
     base::log::info("resourceslices of node '" + node_ + "': " + std::to_string(devices.size()) + " devices in " +

@@ -1,6 +1,6 @@
 // Keeps this node's ResourceSlices in the API what its devices are (dra_slices.h), with the
-// resource.k8s.io/v1 endpoints: the pool is the node's name; every change bumps
-// pool.generation in every slice; slices are named <node>-<driver>-<index>, owned by the
+// resource.k8s.io/v1 endpoints: the pool is the node's name; a change confined to one slice
+// rewrites that slice alone, any other bumps pool.generation in every slice; slices are named <node>-<driver>-<index>, owned by the
 // Node (the API's garbage collector takes them with a deleted Node), created, replaced and
 // deleted in the upstream helper's order (obsolete ones first, then updates, then new
 // ones). Quiet: devices equal to what the slices hold send nothing, and a restarted agent
@@ -49,6 +49,8 @@ public:
 private:
     void learn(kube::Client& c);
     int write(kube::Client& c, const std::vector<nlohmann::json>& devices, const std::string& content);
+    /// Notes when the server dropped the fields of shared devices from slice `index`.
+    void check_kept(const nlohmann::json& sent, const nlohmann::json& answer, size_t index);
 
     std::string node_, driver_;
     bool known_ = false;
