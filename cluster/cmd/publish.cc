@@ -396,6 +396,11 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
         base::log::info("publishing facts of node '" + o.facts.node + "' as annotation " + placement::kFactsAnnotation);
     if (o.slices)
         base::log::info("keeping the resourceslices of node '" + o.facts.node + "' for driver " + o.driver);
+    // The slices offer the NADs' pools: written before the NADs and the Node have listed,
+    // they would be written again a moment later. Up to 2 s (an API that denies the LIST
+    // does not hold the devices back).
+    if (view && o.slices)
+        for (int i = 0; i < 40 && !stop && !view->synced(); ++i) ::usleep(50000);
     while (!stop) {
         bool ok = p.step();
         // Until the next read: a change (then a moment for the rest of it), the interval or
