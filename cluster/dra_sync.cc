@@ -140,10 +140,13 @@ void SliceSync::learn(kube::Client& c) {
         if (e.http_status != 404) throw;   // no Node (yet): slices without an owner
     }
     known_ = true;
+    learnt_at_ = std::chrono::steady_clock::now();
 }
 
 int SliceSync::sync(kube::Client& c, const std::vector<json>& all) {
     try {
+        if (known_ && std::chrono::steady_clock::now() - learnt_at_ >= std::chrono::duration<double>(relist_after_))
+            known_ = false;
         if (!known_) learn(c);
         std::vector<json> devices = all;
         if (shared_dropped_) std::erase_if(devices, shared);

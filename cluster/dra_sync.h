@@ -6,6 +6,7 @@
 // ones). Quiet: devices equal to what the slices hold send nothing, and a restarted agent
 // learns what the slices hold before it writes.
 #pragma once
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,12 @@ inline constexpr const char* kSlicesPath = "/apis/resource.k8s.io/v1/resourcesli
 
 class SliceSync {
 public:
-    SliceSync(std::string node, std::string driver) : node_(std::move(node)), driver_(std::move(driver)) {}
+    /// `relist_after`: seconds after which the next sync lists the slices again before it
+    /// compares. kubelet deletes a node's slices when it starts, and a driver's when the
+    /// driver's kubelet plugin is gone for 30 s; without a LIST now and then, slices deleted
+    /// behind the agent's back would stay deleted until the devices change.
+    SliceSync(std::string node, std::string driver, double relist_after = 60)
+        : node_(std::move(node)), driver_(std::move(driver)), relist_after_(relist_after) {}
 
     /// Makes the node's slices hold exactly `devices`; the number of writes it took (0: they
     /// did). Throws kube::Error on an API failure, after which the next call lists again.
@@ -54,6 +60,8 @@ private:
 
     std::string node_, driver_;
     bool known_ = false;
+    double relist_after_;
+    std::chrono::steady_clock::time_point learnt_at_;
     std::vector<nlohmann::json> slices_;   ///< ours in the API, by index (null: none at that index)
     std::vector<nlohmann::json> strays_;   ///< ours in the API under other names: deleted at the next write
     std::string content_;                  ///< the devices they hold, as one JSON text; "" unknown

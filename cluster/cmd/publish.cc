@@ -341,7 +341,9 @@ private:
     std::optional<std::time_t> sent_at_;    ///< its takenAt
     base::Backoff backoff_;
     double retry_in_ = 0;
-    cluster::dra::SliceSync slice_sync_{o_.facts.node, o_.driver};
+    // Listed again at each interval: slices deleted behind the agent's back (kubelet deletes
+    // a node's slices when it starts) come back within one.
+    cluster::dra::SliceSync slice_sync_{o_.facts.node, o_.driver, o_.interval * 0.9};
 };
 
 }  // namespace

@@ -208,6 +208,18 @@ class DraDriver(DraDriverCase):
                 self.assertEqual(s, before[name], "the other slices are untouched")
         self.stop(p)
 
+    def test_slices_deleted_behind_its_back_as_kubelet_does_at_its_start_come_back_within_an_interval(self):
+        p = self.driver(interval=1)
+        want = {*(vf_name(v) for v in VFS), "pf-0000-af-00-0", f"link-{self.master}"}
+        self.wait_for("slices", lambda: set(self.devices()[0]) == want, 10, p)
+        with self.api.cond:
+            for name in list(self.api.slices):
+                s = self.api.slices.pop(name)
+                self.api._changed("slices", "DELETED", s)
+        self.assertEqual(self.devices()[0], {})
+        self.wait_for("the slices back", lambda: set(self.devices()[0]) == want, 5, p)
+        self.stop(p)
+
     def test_an_idle_node_sends_no_writes_and_a_restarted_agent_sends_none_either(self):
         p = self.driver(interval=0.5)
         self.wait_for("slices", lambda: self.devices()[0], 10, p)
