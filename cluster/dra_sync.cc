@@ -14,15 +14,24 @@ using nlohmann::json;
 
 namespace {
 
+/// A device's name; "" when it has none (a LIST may hand back anything: nothing here throws).
+std::string name_of(const json& d) {
+    if (!d.is_object()) return "";
+    auto it = d.find("name");
+    return it != d.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 /// The devices as one text, whatever slice holds each: sorted by name.
 std::string devices_text(std::vector<json> devices) {
-    std::sort(devices.begin(), devices.end(), [](const json& a, const json& b) {
-        return a.value("name", std::string()) < b.value("name", std::string());
-    });
+    std::stable_sort(devices.begin(), devices.end(), [](const json& a, const json& b) { return name_of(a) < name_of(b); });
     return json(devices).dump();
 }
 
-bool shared(const json& d) { return d.is_object() && d.value("allowMultipleAllocations", false) == true; }
+bool shared(const json& d) {
+    if (!d.is_object()) return false;
+    auto it = d.find("allowMultipleAllocations");
+    return it != d.end() && *it == json(true);
+}
 
 /// Whether the server kept the shared devices of `sent` as sent: with its gate off it drops
 /// allowMultipleAllocations (and the request policies) on write, without an error.
@@ -33,9 +42,8 @@ bool kept_shared(const json& sent, const json& answer) {
     if (!devices || !devices->is_array()) return true;   // no body to compare: assume kept
     for (const auto& d : sent["spec"]["devices"]) {
         if (!shared(d)) continue;
-        bool found = std::any_of(devices->begin(), devices->end(), [&](const json& a) {
-            return a.is_object() && a.value("name", "") == d.value("name", "") && shared(a);
-        });
+        bool found = std::any_of(devices->begin(), devices->end(),
+                                 [&](const json& a) { return name_of(a) == name_of(d) && shared(a); });
         if (!found) return false;
     }
     return true;

@@ -7,10 +7,11 @@ using nlohmann::json;
 namespace {
 
 PodNetwork parse(const json& nad) {
+    // The store's key is "namespace/name", read without throwing whatever the object holds.
+    std::string key = kube::Store::key_of(nad);
     NetworkSelection s;
-    const json& md = nad.contains("metadata") && nad["metadata"].is_object() ? nad["metadata"] : json::object();
-    s.namespace_ = md.value("namespace", std::string());
-    s.name = md.value("name", std::string());
+    s.namespace_ = key.substr(0, key.find('/'));
+    s.name = key.substr(key.find('/') + 1);
     return pod_network(s, &nad);
 }
 
