@@ -174,32 +174,16 @@ std::vector<json> devices(const placement::NodeFacts& f, const SliceOptions& o) 
 
 std::vector<json> slice_specs(const std::vector<json>& devices, const std::string& node, const std::string& driver,
                               long long generation) {
-    // A PF's VFs and its link share a slice (a VF taken or given back changes that slice
-    // alone: one write, dra_sync.cc); the other devices share the last. A group of more than
-    // kMaxDevicesPerSlice takes several.
-    std::map<std::string, std::vector<json>> by_pf;
-    std::vector<json> rest;
-    for (const auto& d : devices) {
-        const json* pf = nullptr;
-        if (auto a = d.find("attributes"); a != d.end() && a->is_object())
-            if (auto p = a->find("pf"); p != a->end() && p->is_object() && p->contains("string")) pf = &(*p)["string"];
-        (pf ? by_pf[pf->get<std::string>()] : rest).push_back(d);
-    }
-    std::vector<std::vector<json>> chunks;
-    auto chunk = [&](const std::vector<json>& group) {
-        for (size_t i = 0; i < group.size(); i += kMaxDevicesPerSlice)
-            chunks.emplace_back(group.begin() + static_cast<long>(i),
-                                group.begin() + static_cast<long>(std::min(group.size(), i + kMaxDevicesPerSlice)));
-    };
-    for (const auto& [pf, group] : by_pf) chunk(group);
-    chunk(rest);
-    if (chunks.empty()) chunks.emplace_back();   // the pool stays visible, with no device
+    size_t count = std::max<size_t>(1, (devices.size() + kMaxDevicesPerSlice - 1) / kMaxDevicesPerSlice);
     std::vector<json> out;
-    for (auto& c : chunks)
+    for (size_t i = 0; i < count; ++i) {
+        auto first = devices.begin() + static_cast<long>(std::min(devices.size(), i * kMaxDevicesPerSlice));
+        auto last = devices.begin() + static_cast<long>(std::min(devices.size(), (i + 1) * kMaxDevicesPerSlice));
         out.push_back({{"driver", driver},
-                       {"pool", {{"name", node}, {"generation", generation}, {"resourceSliceCount", static_cast<long long>(chunks.size())}}},
+                       {"pool", {{"name", node}, {"generation", generation}, {"resourceSliceCount", static_cast<long long>(count)}}},
                        {"nodeName", node},
-                       {"devices", json(std::move(c))}});
+                       {"devices", json(std::vector<json>(first, last))}});
+    }
     return out;
 }
 

@@ -44,9 +44,8 @@ struct SliceOptions {
 /// The devices this node offers, in a stable order (VFs, links, pools), each a v1 Device.
 std::vector<nlohmann::json> devices(const placement::NodeFacts& f, const SliceOptions& o);
 
-/// The ResourceSlice specs of the node's pool (pool name = node name) at `generation`: a
-/// slice per PF (its VFs and its link device), one for the other devices, each split at
-/// kMaxDevicesPerSlice; resourceSliceCount set in each.
+/// The ResourceSlice specs of the node's pool (pool name = node name) at `generation`: the
+/// devices split at kMaxDevicesPerSlice, resourceSliceCount set in each.
 std::vector<nlohmann::json> slice_specs(const std::vector<nlohmann::json>& devices, const std::string& node,
                                         const std::string& driver, long long generation);
 

@@ -179,34 +179,9 @@ int SliceSync::write(kube::Client& c, const std::vector<json>& devices, const st
         path += kube::url_escape(name);
         return path;
     };
-    // One slice changed, the others whole at this generation: that slice alone is written,
-    // at the same generation (as the upstream helper does: one update is atomic, so no
-    // consumer sees two generations mixed). A VF taken on a node of 8 PFs is one write of
-    // its PF's slice, not a rewrite of all of them.
-    if (generation_ > 0 && strays_.empty()) {
-        auto same = slice_specs(devices, node_, driver_, generation_);
-        std::vector<size_t> changed;
-        bool whole = same.size() == slices_.size();
-        for (size_t i = 0; whole && i < same.size(); ++i) {
-            const json& spec = member(slices_[i], "spec");
-            const json& pool = member(spec, "pool");
-            whole = member(pool, "generation") == generation_ && member(pool, "resourceSliceCount") == same[i]["pool"]["resourceSliceCount"];
-            if (whole && member(spec, "devices") != same[i]["devices"]) changed.push_back(i);
-        }
-        if (whole && changed.size() == 1) {
-            size_t i = changed.front();
-            json s = slices_[i];
-            s["spec"] = same[i];
-            if (!owner_.is_null()) s["metadata"]["ownerReferences"] = owner_;
-            json answer = c.update(object_path(slice_name(i)), s, "resourceslice '" + slice_name(i) + "'", "resourceslices");
-            slices_[i] = member(answer, "metadata").is_object() ? answer : s;
-            check_kept(s, answer, i);
-            content_ = content;
-            base::log::info("resourceslices of node '" + node_ + "': " + std::to_string(devices.size()) + " devices; slice " +
-                            slice_name(i) + " updated at pool generation " + std::to_string(generation_));
-            return 1;
-        }
-    }
+    // Every change bumps the generation in every slice: "Whenever a driver changes something
+    // about one or more of the resources in a pool, it must change the generation in all
+    // ResourceSlices which are part of that pool" (resource/v1 types.go, ResourcePool).
     auto specs = slice_specs(devices, node_, driver_, ++generation_);
     int writes = 0;
     // Obsolete slices first: a consumer never sees a device twice.

@@ -1,10 +1,11 @@
 // Keeps this node's ResourceSlices in the API what its devices are (dra_slices.h), with the
-// resource.k8s.io/v1 endpoints: the pool is the node's name; a change confined to one slice
-// rewrites that slice alone, any other bumps pool.generation in every slice; slices are named <node>-<driver>-<index>, owned by the
-// Node (the API's garbage collector takes them with a deleted Node), created, replaced and
-// deleted in the upstream helper's order (obsolete ones first, then updates, then new
-// ones). Quiet: devices equal to what the slices hold send nothing, and a restarted agent
-// learns what the slices hold before it writes.
+// resource.k8s.io/v1 endpoints: the pool is the node's name; every change bumps
+// pool.generation in every slice, as the v1 API's ResourcePool says a driver must; slices
+// are named <node>-<driver>-<index>, owned by the Node (the API's garbage collector takes
+// them with a deleted Node), created, replaced and deleted in the upstream helper's order
+// (obsolete ones first, then updates, then new ones). Quiet: devices equal to what the
+// slices hold send nothing, and a restarted agent learns what the slices hold before it
+// writes.
 #pragma once
 #include <chrono>
 #include <string>

@@ -214,26 +214,6 @@ TEST_CASE("the devices are split into slices of at most 128, each naming the poo
     CHECK(none[0]["pool"]["resourceSliceCount"] == 1);
 }
 
-TEST_CASE("a PF's VFs and its link share a slice, the other devices share the last") {
-    auto dev = [](const std::string& name, const char* pf) {
-        json d = {{"name", name}, {"attributes", json::object()}};
-        if (pf) d["attributes"]["pf"] = {{"string", pf}};
-        return d;
-    };
-    std::vector<json> ds = {dev("vf-b1", "b"), dev("vf-a1", "a"), dev("pool-x", nullptr), dev("pf-a", "a"), dev("vf-b2", "b")};
-    auto slices = slice_specs(ds, "w1", kDriver, 2);
-    REQUIRE(slices.size() == 3);
-    auto names = [](const json& s) {
-        std::vector<std::string> out;
-        for (const auto& d : s["devices"]) out.push_back(d["name"].get<std::string>());
-        return out;
-    };
-    CHECK(names(slices[0]) == std::vector<std::string>{"vf-a1", "pf-a"});
-    CHECK(names(slices[1]) == std::vector<std::string>{"vf-b1", "vf-b2"});
-    CHECK(names(slices[2]) == std::vector<std::string>{"pool-x"});
-    for (const auto& s : slices) CHECK(s["pool"]["resourceSliceCount"] == 3);
-}
-
 TEST_CASE("the slices read back: ours by index, strays named otherwise, the devices only when one whole generation") {
     cluster::dra::SliceSync sync("w1", "topocni.io");
     auto slice = [](const std::string& name, long long gen, long long count, json devices) {
