@@ -97,9 +97,9 @@ ClaimPlan claim_plan(const PodNetwork& n, const std::string& driver) {
             // The VF's bandwidth is counted on its own PF, as ADD's ledger counts it.
             plan.spec["devices"]["constraints"] = json::array({{{"requests", {"vf", "link"}}, {"matchAttribute", qualified("pf")}}});
         }
-    } else if (p.master && !p.master_in_pod) {
+    } else if (p.device.master && !p.device.master_in_pod) {
         json sel = topology_selectors(t);
-        sel.insert(sel.begin(), selector("device.attributes[" + cel_string(d) + "].netdev == " + cel_string(*p.master)));
+        sel.insert(sel.begin(), selector("device.attributes[" + cel_string(d) + "].netdev == " + cel_string(*p.device.master)));
         json link = request("link", kLinkClass, sel);
         if (!bandwidth.empty()) link["exactly"]["capacity"] = {{"requests", bandwidth}};
         requests.push_back(link);

@@ -22,8 +22,6 @@ struct PodNetwork::Parsed {
     std::string kind_name;
     std::optional<ipam::Config> pool;    ///< the host-local pool, read once
     placement::ScheduledDevice device;   ///< what the kind says it attaches (a VF, a master, none)
-    std::optional<std::string> master;   ///< device.master: the master the config names
-    bool master_in_pod = false;          ///< device.master_in_pod: linkInContainer
 };
 
 /// The PFs a NAD's VFs come from: those of its resource; every PF when the node does not

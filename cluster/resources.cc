@@ -56,6 +56,12 @@ bool takes_bandwidth_capability(const conf::NetConf& c) {
     return bw != caps->end() && *bw == json(true);
 }
 
+/// The NAD's nodeSelector (if any) meets the node's labels: it can land there.
+bool lands_on(const PodNetwork::Parsed& p, const placement::NodeLabels& labels) {
+    return !p.conf.placement || !p.conf.placement->node_selector ||
+           placement::evaluate_selector(*p.conf.placement->node_selector, labels).pass;
+}
+
 }  // namespace
 
 LinkId link_of(const PodNetwork& n) {
@@ -66,9 +72,9 @@ LinkId link_of(const PodNetwork& n) {
         return {"sriov." + n.resource_name, ""};
     }
     if (p.device.kind == placement::ScheduledDevice::Kind::Master) {
-        if (p.master_in_pod) return {"", "the master is in the pod (linkInContainer)"};
-        if (!p.master) return {"", "the master is the node's default-route interface, known only at ADD"};
-        return {"macvlan." + *p.master, ""};
+        if (p.device.master_in_pod) return {"", "the master is in the pod (linkInContainer)"};
+        if (!p.device.master) return {"", "the master is the node's default-route interface, known only at ADD"};
+        return {"macvlan." + *p.device.master, ""};
     }
     return {"", "a " + p.kind_name + " attachment shares no link"};
 }
@@ -182,15 +188,13 @@ Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeF
     for (auto& n : nads) {
         if (!n.parsed || !n.error.empty()) continue;
         const auto& p = *n.parsed;
-        if (p.conf.placement && p.conf.placement->node_selector &&
-            !placement::evaluate_selector(*p.conf.placement->node_selector, node_labels).pass)
-            continue;   // the NAD cannot land here
+        if (!lands_on(p, node_labels)) continue;
         const conf::Topology* t = p.conf.placement && p.conf.placement->topology ? &*p.conf.placement->topology : nullptr;
         LinkId link = link_of(n);
         if (!link.id.empty() && (p.conf.bandwidth || takes_bandwidth_capability(p.conf))) {
             std::optional<double> bps;
             if (p.device.kind == placement::ScheduledDevice::Kind::Master) {
-                if (auto* l = f.link(*p.master); l && l->exists) bps = placement::link_capacity(t, f, master_dev(*p.master)).bps;
+                if (auto* l = f.link(*p.device.master); l && l->exists) bps = placement::link_capacity(t, f, master_dev(*p.device.master)).bps;
             } else {
                 for (size_t i : pool_pfs(f, n.resource_name)) {
                     auto& pf = f.pfs[i];
@@ -223,9 +227,7 @@ std::vector<placement::NetworkFacts> unused_pools(const std::vector<PodNetwork>&
         const auto& p = *n.parsed;
         if (f.network(p.conf.name) || std::any_of(out.begin(), out.end(), [&](auto& x) { return x.name == p.conf.name; }))
             continue;
-        if (p.conf.placement && p.conf.placement->node_selector &&
-            !placement::evaluate_selector(*p.conf.placement->node_selector, node_labels).pass)
-            continue;
+        if (!lands_on(p, node_labels)) continue;
         placement::NetworkFacts net{p.conf.name, {}};
         // The store as ADD will find it: reservations another plugin or a crash left count.
         for (auto& u : ipam::pool_usage(*p.pool, p.conf.name)) net.sets.push_back({u.range_set, u.size, u.held.size(), false});
@@ -237,9 +239,9 @@ std::vector<placement::NetworkFacts> unused_pools(const std::vector<PodNetwork>&
 std::vector<std::string> masters_of(const std::vector<PodNetwork>& nads) {
     std::vector<std::string> out;
     for (auto& n : nads)
-        if (n.parsed && n.parsed->master && !n.parsed->master_in_pod &&
-            std::find(out.begin(), out.end(), *n.parsed->master) == out.end())
-            out.push_back(*n.parsed->master);
+        if (n.parsed && n.parsed->device.master && !n.parsed->device.master_in_pod &&
+            std::find(out.begin(), out.end(), *n.parsed->device.master) == out.end())
+            out.push_back(*n.parsed->device.master);
     return out;
 }
 

@@ -119,14 +119,14 @@ void reserve(placement::NodeFacts& f, const PendingPod& pod) {
         if (wants_vf(p, n)) {
             for (size_t i : pool_pfs(f, n.resource_name))
                 if (take_vf(f.pfs[i], pod.uid)) break;
-        } else if (p.master) {
+        } else if (p.device.master) {
             for (auto& l : f.links)
-                if (l.name == *p.master && l.link_count) ++*l.link_count;
+                if (l.name == *p.device.master && l.link_count) ++*l.link_count;
         }
         if (auto* net = pool_in(f, p))
             for (auto& s : net->sets) ++s.used;
-        if (p.conf.bandwidth && p.master) {
-            auto& led = ledger_in(f, ledger_of_master(f, *p.master));
+        if (p.conf.bandwidth && p.device.master) {
+            auto& led = ledger_in(f, ledger_of_master(f, *p.device.master));
             led.egress_bps += p.conf.bandwidth->egress ? p.conf.bandwidth->egress->rate_bps : 0;
             led.ingress_bps += p.conf.bandwidth->ingress ? p.conf.bandwidth->ingress->rate_bps : 0;
             ++led.count;
@@ -239,9 +239,9 @@ double headroom(const PodNetwork::Parsed& p, const placement::NodeFacts& f, cons
     if (auto* n = f.network(p.conf.name))
         for (auto& s : n->sets)
             if (s.size > 0) h = std::min(h, std::max(0.0, (double(s.size) - double(s.used) - 1) / double(s.size)));
-    if (p.conf.bandwidth && p.master) {
-        auto* l = f.link(*p.master);
-        auto* led = f.ledger_of(ledger_of_master(f, *p.master));
+    if (p.conf.bandwidth && p.device.master) {
+        auto* l = f.link(*p.device.master);
+        auto* led = f.ledger_of(ledger_of_master(f, *p.device.master));
         double cap = led && led->capacity && led->capacity->capacity_bps
                          ? double(led->capacity->capacity_bps) * led->capacity->overcommit
                          : l && l->speed_mbps ? double(*l->speed_mbps) * 1e6 : 0;
@@ -312,8 +312,6 @@ PodNetwork pod_network(const NetworkSelection& sel, const json* nad) {
         }
         // The kind says what it attaches, from its own keys (as it does for ADD).
         parsed->device = parsed->kind->scheduled_device(parsed->conf, n.resource_name);
-        parsed->master = parsed->device.master;
-        parsed->master_in_pod = parsed->device.master_in_pod;
         n.parsed = std::move(parsed);
     } catch (const base::Error& e) {
         n.error = "network-attachment-definition " + n.key() + " does not parse: " + e.what();
@@ -439,17 +437,17 @@ NodeVerdict judge_node(const std::vector<PodNetwork>& networks, const NodeView& 
         } else if (p.device.kind == placement::ScheduledDevice::Kind::Master) {
             placement::Device d;
             d.link_kind = p.kind_name;
-            if (p.master_in_pod) {
-                d.none_why = "master '" + p.master.value_or("") + "' is in the pod netns (linkInContainer), out of the node's sysfs";
-            } else if (!p.master) {
+            if (p.device.master_in_pod) {
+                d.none_why = "master '" + p.device.master.value_or("") + "' is in the pod netns (linkInContainer), out of the node's sysfs";
+            } else if (!p.device.master) {
                 d.none_why = "macvlan: the master is the node's default-route interface, chosen at ADD";
             } else {
-                auto* l = doc.link(*p.master);
+                auto* l = doc.link(*p.device.master);
                 if (!l || !l->exists) {
-                    fail(n, "master not found", "master '" + *p.master + "' does not exist on node " + node.name, true);
+                    fail(n, "master not found", "master '" + *p.device.master + "' does not exist on node " + node.name, true);
                     continue;
                 }
-                d = master_dev(*p.master);
+                d = master_dev(*p.device.master);
             }
             candidates.push_back(d);
         } else {
