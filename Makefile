@@ -66,7 +66,7 @@ test: build release dra-cel-deps
 test-sanitize: deps release san-configure dra-cel-deps
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  TOPOCNI_CHURN_CYCLES=500 TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure -j $(TEST_JOBS)
+	  TOPOCNI_CHURN_CYCLES=500 TOPOCNI_PARITY_NODES=3 TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) ctest --output-on-failure -j $(TEST_JOBS)
 	tests/fuzz/run.sh $(SAN_BUILD) 5
 
 san-configure: deps

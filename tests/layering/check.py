@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The build enforces the layering (CMakeLists.txt, topocni_part): each part compiles
 against <build>/layers/<part>, which holds only the part and the parts below it. Here a
-one-line source is compiled against each tree: every include that points up the stack
-must fail, and includes of the part itself and of parts below it must work.
+one-line source is preprocessed against each tree (what an include sees is decided there,
+and preprocessing is a tenth of a compile): every include that points up the stack must
+fail, and includes of the part itself and of parts below it must work.
 
 usage: check.py <c++ compiler> <build>/layers
 """
@@ -64,7 +65,7 @@ def compiles(part, header):
         f.write(f'#include "{header}"\n')
         src = f.name
     try:
-        p = subprocess.run([CXX, "-std=c++20", "-fsyntax-only", "-I", os.path.join(LAYERS, part), src],
+        p = subprocess.run([CXX, "-std=c++20", "-E", "-o", os.devnull, "-I", os.path.join(LAYERS, part), src],
                            capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir())
         return p.returncode == 0, p.stderr
     finally:
