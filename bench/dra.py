@@ -102,7 +102,7 @@ def run(args):
         start = time.monotonic()
         proc = subprocess.Popen([args.topocni, "dra-driver", "--node", NODE, "--kubeconfig", kubeconfig,
                                  "--sysfs-root", sysfs, "--state-dir", state, "--kubelet-root-dir", tmp,
-                                 "--interval", "60"], stderr=subprocess.DEVNULL)
+                                 "--interval", "60", "--no-kubelet-plugin"], stderr=subprocess.DEVNULL)
         while len(devices(api)) < want:
             if time.monotonic() - start > 60 or proc.poll() is not None:
                 raise RuntimeError(f"the first publish did not complete: {len(devices(api))} of {want} devices")

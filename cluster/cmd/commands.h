@@ -4,6 +4,7 @@
 // registers them beside the CNI operator commands (cni/cli/). Each lives in its own
 // file and registers itself on the app.
 #pragma once
+#include <functional>
 #include <string>
 
 namespace CLI { class App; }
@@ -20,7 +21,17 @@ void add_api(CLI::App& app, int& status);
 void add_scheduler_extender(CLI::App& app, int& status);
 void add_admission_webhook(CLI::App& app, int& status);
 void add_refusal_agent(CLI::App& app, int& status);
-void add_dra_driver(CLI::App& app, int& status);
+struct PublishOptions;
+/// `dra-driver`'s kubelet plugin (kubelet/plugin.h), which only the topocni-dra binary links.
+struct KubeletPluginFlags {
+    bool enabled = true;
+    std::string registration_dir = "/var/lib/kubelet/plugins_registry";
+    std::string plugin_dir = "/var/lib/kubelet/plugins/topocni.io";
+};
+/// How a binary runs `dra-driver`: topocni-dra serves kubelet beside the publisher; topocni
+/// passes none and, unless --no-kubelet-plugin, execs topocni-dra beside itself.
+using DraDriverRun = std::function<int(const PublishOptions&, const KubeletPluginFlags&)>;
+void add_dra_driver(CLI::App& app, int& status, DraDriverRun run = {});
 void add_dra_template(CLI::App& app, int& status);
 
 }  // namespace cluster::cmd

@@ -3,10 +3,22 @@
 // pools, from the same facts document ADD judges on) fresh and quiet, with the publisher's
 // loop (publish.h): a change ADD, DEL or GC makes is in the slices within a second or two,
 // an idle node sends nothing, the API down is retried with back-off, SIGTERM ends it with 0.
+//
+// Beside it, kubelet's DRA plugin (kubelet/plugin.h) prepares the claims the scheduler
+// allocated from those slices. It needs gRPC, which only the topocni-dra binary links: in
+// topocni, this command execs topocni-dra from the same directory with the same arguments,
+// unless --no-kubelet-plugin asks for the publisher alone.
 #include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "cluster/cmd/commands.h"
 #include "cluster/cmd/publish.h"
+#include "base/error.h"
+#include "base/files.h"
 #include "netns/sysfs.h"
 
 namespace cluster::cmd {
@@ -15,13 +27,46 @@ namespace {
 
 struct Options {
     PublishOptions pub;
+    KubeletPluginFlags kubelet;
+    bool no_kubelet_plugin = false;
     std::string node;
     std::vector<std::string> resource_names;   ///< PF=NAME
 };
 
+/// topocni's own run: the publisher alone, or topocni-dra (same directory, same arguments).
+int run_here_or_exec(const PublishOptions& pub, const KubeletPluginFlags& k) {
+    if (!k.enabled) return publish_until_signal(pub);
+    char self[4096];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) throw base::Error("cannot find topocni's own path (/proc/self/exe): " + std::string(std::strerror(errno)));
+    self[n] = '\0';
+    std::string dir(self);
+    std::string target = dir.substr(0, dir.rfind('/') + 1) + "topocni-dra";
+    // Our arguments as given, from the kernel's copy.
+    auto cmdline = base::fs::read_file("/proc/self/cmdline");
+    std::vector<std::string> args;
+    if (cmdline)
+        for (size_t at = 0; at < cmdline->size();) {
+            size_t end = cmdline->find('\0', at);
+            if (end == std::string::npos) end = cmdline->size();
+            args.push_back(cmdline->substr(at, end - at));
+            at = end + 1;
+        }
+    if (args.empty()) args.push_back("topocni");
+    args[0] = target;
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(target.c_str(), argv.data());
+    std::fprintf(stderr, "topocni: %s not found beside topocni (%s): install the whole package, or pass "
+                         "--no-kubelet-plugin to run the ResourceSlice publisher alone\n",
+                 target.c_str(), std::strerror(errno));
+    return 1;
+}
+
 }  // namespace
 
-void add_dra_driver(CLI::App& app, int& status) {
+void add_dra_driver(CLI::App& app, int& status, DraDriverRun run) {
     auto o = std::make_shared<Options>();
     o->pub.annotation = false;
     o->pub.capacities = false;
@@ -48,8 +93,15 @@ void add_dra_driver(CLI::App& app, int& status) {
     cmd->add_option("--api-timeout", o->pub.api_timeout, "seconds per API request")
         ->capture_default_str()->check(CLI::Range(0.1, 600.0));
     cmd->add_flag("--once", o->pub.once, "write the slices if needed, then exit (0: the API has them)");
-    cmd->footer("Example:\n  topocni dra-driver --node \"$NODE_NAME\"");
-    cmd->callback([o, kc, &status] {
+    cmd->add_option("--plugin-registration-dir", o->kubelet.registration_dir,
+                    "kubelet's plugin registry: topocni.io-reg.sock is made here")->capture_default_str();
+    cmd->add_option("--plugin-dir", o->kubelet.plugin_dir, "where dra.sock, kubelet's DRA plugin socket, is made")
+        ->capture_default_str();
+    cmd->add_flag("--no-kubelet-plugin", o->no_kubelet_plugin, std::string("publish the ResourceSlices only: no kubelet plugin "
+                                    "(kubelet then cannot prepare claims of topocni.io)"));
+    cmd->footer("Example:\n  topocni dra-driver --node \"$NODE_NAME\"\n  topocni dra-driver --no-kubelet-plugin --once");
+    if (!run) run = run_here_or_exec;
+    cmd->callback([o, kc, run, &status] {
         o->pub.facts.node = node_of(o->node);
         for (const auto& rn : o->resource_names) {
             auto eq = rn.find('=');
@@ -61,7 +113,8 @@ void add_dra_driver(CLI::App& app, int& status) {
         o->pub.devices.kernel_driver = [tree](const std::string& pci) { return tree.driver(pci); };
         o->pub.devices.pcie_root = [tree](const std::string& pci) { return tree.pcie_root(pci); };
         o->pub.kubeconfig_set = kc->count() > 0;
-        status = publish_until_signal(o->pub);
+        o->kubelet.enabled = !o->no_kubelet_plugin && !o->pub.once;
+        status = run(o->pub, o->kubelet);
     });
 }
 

@@ -2,6 +2,7 @@
 #include "cni/delegate.h"
 #include "cni/error.h"
 #include "base/failpoint.h"
+#include "cni/verbs/claim_step.h"
 #include "cni/verbs/ipam_step.h"
 #include "cni/verbs/placement_step.h"
 #include "cni/records.h"
@@ -67,8 +68,16 @@ Output cmd_add(const Env& env, const conf::NetConf& c, Attachment& kind) {
     const placement::Subject& subject = kind;
     kind.preflight(ctx);
     if (kind.runs_ipam()) ipam_preflight(env, c);
+    // A device a DRA claim holds is its pod's alone; the claim's bandwidth is booked already.
+    ClaimHold claim = check_claim(ctx, subject);
+    std::optional<conf::NetConf> unbooked;
+    if (claim.bandwidth_booked) {
+        unbooked = c;
+        unbooked->bandwidth.reset();
+    }
+    Context judged{env, unbooked ? *unbooked : c, host, &pod};
     // Placement is checked before anything changes, so a refused pod leaves no trace.
-    check_placement(ctx, subject, true);
+    check_placement(judged, subject, true);
 
     // Held until we return: GC of this network waits for us and we for it.
     auto gc_guard = lock_network(c.state_dir, c.name, base::DirLock::Shared, lock_timeout_ms(c));
@@ -79,7 +88,7 @@ Output cmd_add(const Env& env, const conf::NetConf& c, Attachment& kind) {
     Record rec = record_of(env, c, subject);
     write_record(c.state_dir, rec);
     undo.add("record", [&] { remove_record(c.state_dir, c.name, env.container_id, env.ifname); });
-    admit_bandwidth(ctx, subject, undo);
+    admit_bandwidth(judged, subject, undo);
     Result ipam = kind.runs_ipam() ? ipam_add(env, c, undo) : Result{};
     base::failpoint("after-ipam");
 

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import resourceslices
 
@@ -175,6 +176,18 @@ def k8s_status(code, message, reason=""):
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "code": code}
     if reason:
         body["reason"] = reason
+    return body
+
+
+def not_found_status(resource, name, group=""):
+    """The 404 the API server sends for a named object that is not there
+    (apimachinery errors.NewNotFound): `resource` the plural, `group` "" for the core group
+    (details.group is then left out, as the API server's omitempty does)."""
+    qualified = f"{resource}.{group}" if group else resource
+    body = k8s_status(404, f'{qualified} "{name}" not found', "NotFound")
+    body["details"] = {"name": name, "kind": resource}
+    if group:
+        body["details"]["group"] = group
     return body
 
 
@@ -1062,6 +1075,8 @@ def serve(args):
 # extended resources). Kept apart from FakeApiServer, which stays as it is.
 
 TEMPLATES_PATH = "/apis/resource.k8s.io/v1/resourceclaimtemplates"
+CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"   # LIST, all namespaces
+RESOURCE_V1 = "/apis/resource.k8s.io/v1/namespaces/"        # .../<ns>/resourceclaims[/<name>]
 NAD_PATH = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions"
 CLONE_NEWNET = 0x40000000
 
@@ -1105,6 +1120,69 @@ def nad_object(name, config, namespace="default", resource=None, resource_versio
         md["annotations"] = {"k8s.v1.cni.cncf.io/resourceName": resource}
     return {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": md,
             "spec": {"config": config if isinstance(config, str) else json.dumps(config)}}
+
+
+# The fields of a resource.k8s.io/v1 DeviceRequestAllocationResult (k8s.io/api resource/v1
+# types.go, json tags), so that allocated_claim() refuses a misspelt one; skipNodeOperations
+# is newer than v0.36 (alpha, DRAOptionalNodeOperations).
+ALLOCATION_RESULT_FIELDS = {"request", "driver", "pool", "device", "adminAccess", "tolerations", "bindingConditions",
+                            "bindingFailureConditions", "shareID", "consumedCapacity", "skipNodeOperations"}
+DEFAULT_DEVICE_CLASS = "vf.topocni.io"
+
+
+def allocated_claim(ns, name, node, results, reserved_for_pods, annotations=None, requests=None, uid=None):
+    """A resource.k8s.io/v1 ResourceClaim as the scheduler leaves it once it allocated and
+    reserved it (the json names of k8s.io/api resource/v1 ResourceClaim):
+
+    results: the DeviceRequestAllocationResults, each {request, driver, pool, device} and,
+        for a share of a device that allows multiple allocations, shareID and
+        consumedCapacity ({capacity name: quantity}); an unknown key is a ValueError.
+    node: the node of the allocation (status.allocation.nodeSelector, matchFields
+        metadata.name In [node], as for node-local devices); None leaves nodeSelector out.
+    reserved_for_pods: the pods in status.reservedFor, each a Pod object or (name, uid);
+        core objects: apiGroup left out, resource "pods".
+    requests: spec.devices.requests; None: one per request name the results use, of class
+        DEFAULT_DEVICE_CLASS, ExactCount with count = its number of results. Else a list of
+        DeviceRequests given whole (with "exactly" or "firstAvailable"), or short ones
+        {name, deviceClassName?, count?, capacity?} where capacity is
+        exactly.capacity.requests ({capacity name: quantity}).
+    """
+    results = json.loads(json.dumps(list(results)))
+    for r in results:
+        unknown = set(r) - ALLOCATION_RESULT_FIELDS
+        if unknown or not all(r.get(k) for k in ("request", "driver", "pool", "device")):
+            raise ValueError(f"not a DeviceRequestAllocationResult: {r!r} (unknown {sorted(unknown)})")
+    if requests is None:
+        counts = {}
+        for r in results:
+            counts[r["request"]] = counts.get(r["request"], 0) + 1
+        requests = [{"name": n, "count": c} for n, c in counts.items()]
+    spec_requests = []
+    for q in requests:
+        if "exactly" in q or "firstAvailable" in q:
+            spec_requests.append(json.loads(json.dumps(q)))
+            continue
+        exactly = {"deviceClassName": q.get("deviceClassName", DEFAULT_DEVICE_CLASS), "allocationMode": "ExactCount",
+                   "count": q.get("count", 1)}
+        if q.get("capacity"):
+            exactly["capacity"] = {"requests": dict(q["capacity"])}
+        spec_requests.append({"name": q["name"], "exactly": exactly})
+    reserved = []
+    for p in reserved_for_pods:
+        pname, puid = (p["metadata"]["name"], p["metadata"]["uid"]) if isinstance(p, dict) else p
+        reserved.append({"resource": "pods", "name": pname, "uid": puid})
+    allocation = {"devices": {"results": results}}
+    if node is not None:
+        allocation["nodeSelector"] = {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    md = {"name": name, "namespace": ns, "uid": uid or str(uuid.uuid4())}
+    if annotations:
+        md["annotations"] = dict(annotations)
+    status = {"allocation": allocation}
+    if reserved:
+        status["reservedFor"] = reserved
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": md,
+            "spec": {"devices": {"requests": spec_requests}}, "status": status}
 
 
 # --- ClusterApi's authentication and nodes/status validation, as the API server's ---
@@ -1221,6 +1299,14 @@ class ClusterApi:
       GET   /api/v1/nodes[?fieldSelector=metadata.name%3D<n>]   LIST or WATCH, as above
       GET   /api/v1/nodes/<n>
       GET   /api/v1/pods[?fieldSelector=status.phase%3D<phase>]   LIST or WATCH, as above
+      GET   /api/v1/namespaces/<ns>/pods/<n>   the Pod as put_pod() gave it (status and all:
+            status.resourceClaimStatuses round-trips), or the API server's 404
+      GET   /apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<n>   a ResourceClaim
+            (put_claim; allocated_claim() builds an allocated one), or the API server's 404
+      GET   /apis/resource.k8s.io/v1[/namespaces/<ns>]/resourceclaims[?fieldSelector=
+            metadata.name%3D<n>|metadata.namespace%3D<ns>]   LIST or WATCH, as above
+      GET   /apis/resource.k8s.io/v1/resourceslices[?fieldSelector=spec.nodeName%3D<n>%2C
+            spec.driver%3D<d>]   LIST or WATCH (resourceslices.py: also POST, PUT, DELETE)
       PATCH /api/v1/nodes/<n>          application/merge-patch+json
       PATCH /api/v1/nodes/<n>/status   application/json-patch+json (RFC 6902, applied by
             jsonpatch_apply; an operation that does not apply: 422, nothing changes); only
@@ -1248,7 +1334,10 @@ class ClusterApi:
         # fields of shared devices from a slice on write.
         self.consumable_capacity = True
         self.templates = {}   # resource.k8s.io/v1 ResourceClaimTemplates, "namespace/name"
-        self.history = []        # (rv, "nads" | "nodes" | "pods", type, object, the object before or None)
+        self.claims = {}      # resource.k8s.io/v1 ResourceClaims, "namespace/name"
+        # (rv, "nads" | "nodes" | "pods" | "slices" | "templates" | "claims", type, object,
+        #  the object before or None)
+        self.history = []
         self.requests = []
         self.failing = {}        # path prefix -> status
         self.holding = {}        # path prefix -> threading.Event set at release (hold())
@@ -1427,7 +1516,7 @@ class ClusterApi:
 
     def _store(self, kind):
         return {"nodes": self.nodes, "nads": self.nads, "pods": self.pods, "slices": self.slices,
-                "templates": self.templates}[kind]
+                "templates": self.templates, "claims": self.claims}[kind]
 
     @staticmethod
     def _key(kind, obj):
@@ -1459,6 +1548,36 @@ class ClusterApi:
     def put_pod(self, pod):
         with self.cond:
             self._put("pods", pod)
+
+    def put_claim(self, claim):
+        """A ResourceClaim made or replaced as a whole (its metadata.namespace says where).
+        As the API server: a uid (uuid4) and a creationTimestamp when it has none (a
+        replacement keeps those of the one it replaces), a new resourceVersion, an ADDED or
+        MODIFIED event. Returns the stored copy."""
+        with self.cond:
+            obj = json.loads(json.dumps(claim))
+            obj.setdefault("apiVersion", "resource.k8s.io/v1")
+            obj.setdefault("kind", "ResourceClaim")
+            md = obj.setdefault("metadata", {})
+            old = self.claims.get(f"{md['namespace']}/{md['name']}")
+            was = (old or {}).get("metadata", {})
+            md.setdefault("uid", was.get("uid") or str(uuid.uuid4()))
+            md.setdefault("creationTimestamp", was.get("creationTimestamp") or
+                          time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            self._put("claims", obj)
+            return json.loads(json.dumps(self.claims[f"{md['namespace']}/{md['name']}"]))
+
+    def delete_claim(self, namespace, name):
+        """The ResourceClaim gone (a DELETED event); KeyError when there is none."""
+        with self.cond:
+            claim = self.claims.pop(f"{namespace}/{name}")
+            self._changed("claims", "DELETED", claim)
+            return json.loads(json.dumps(claim))
+
+    def claim(self, namespace, name):
+        with self.cond:
+            c = self.claims.get(f"{namespace}/{name}")
+            return json.loads(json.dumps(c)) if c is not None else None
 
     def replace(self, nodes=(), nads=(), pods=()):
         """The cluster becomes exactly these objects: what is not among them is DELETED."""
@@ -1663,6 +1782,19 @@ class ClusterApi:
                 obj["metadata"]["namespace"] = ns
                 self._put("templates", obj)
                 return 201, json.loads(json.dumps(self.templates[f"{ns}/{md.get('name')}"]))
+        if method == "GET" and path.startswith("/api/v1/namespaces/"):
+            parts = path[len("/api/v1/namespaces/"):].split("/")
+            if len(parts) == 3 and parts[1] == "pods" and parts[2]:
+                with self.cond:
+                    pod = self.pods.get(f"{parts[0]}/{parts[2]}")
+                    if pod is None:
+                        return 404, not_found_status("pods", parts[2])
+                    return 200, json.loads(json.dumps(pod))
+        if method == "GET" and (path == CLAIMS_PATH or path.startswith(RESOURCE_V1)):
+            parts = [] if path == CLAIMS_PATH else path[len(RESOURCE_V1):].split("/")
+            if path == CLAIMS_PATH or (len(parts) in (2, 3) and parts[1] == "resourceclaims" and parts[-1]):
+                return self.route_claims(parts[0] if parts else None, parts[2] if len(parts) == 3 else None,
+                                         query, watch)
         if path == resourceslices.PATH or path.startswith(resourceslices.PATH + "/"):
             return self.route_slices(method, path[len(resourceslices.PATH):].strip("/"), query, body, watch)
         if path.startswith("/api/v1/nodes/"):
@@ -1677,6 +1809,32 @@ class ClusterApi:
                 if method == "PATCH":
                     return self.patch_node(node, sub, (content_type or "").split(";")[0].strip(), body)
         return 404, k8s_status(404, "the server could not find the requested resource", "NotFound")
+
+    def route_claims(self, namespace, name, query, watch):
+        """GET of resource.k8s.io/v1 ResourceClaims: one (namespace and name), or a LIST or
+        WATCH of a namespace's (name None) or of all (namespace None too)."""
+        if name is not None:
+            with self.cond:
+                claim = self.claims.get(f"{namespace}/{name}")
+                if claim is None:
+                    return 404, not_found_status("resourceclaims", name, "resource.k8s.io")
+                return 200, json.loads(json.dumps(claim))
+        want = [("metadata.namespace", namespace)] if namespace is not None else []
+        for term in filter(None, query.get("fieldSelector", "").split(",")):
+            k, eq, v = term.partition("=")
+            if not eq or k not in ("metadata.name", "metadata.namespace"):
+                return 400, k8s_status(400, f"field label not supported: {k}", "BadRequest")
+            want.append((k, v))
+
+        def keep(obj):
+            md = obj["metadata"]
+            return all({"metadata.name": md["name"], "metadata.namespace": md["namespace"]}[k] == v for k, v in want)
+        if watch:
+            return 200, ("watch", "claims", int(query.get("resourceVersion") or 0), keep)
+        with self.cond:
+            items = [self.claims[k] for k in sorted(self.claims) if keep(self.claims[k])]
+            return 200, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimList",
+                         "metadata": {"resourceVersion": str(self.rv)}, "items": json.loads(json.dumps(items))}
 
     def resource_slices(self, node=None):
         """The ResourceSlices in the store (of `node`), by name."""

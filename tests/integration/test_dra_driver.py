@@ -88,17 +88,22 @@ class DraDriverCase(NetnsTestCase):
         return self.conf(name=f"sr{self.tag}", attachment="sriov", deviceID=vf, sysfsRoot=self.sysfs,
                          subnet="10.77.0.0/28")
 
-    def driver(self, *extra, interval=30):
+    def driver(self, *extra, interval=30, extra_env=None):
         log = os.path.join(self.fixture, f"driver{len(self.procs)}.log")
         with open(log, "w") as f:
             p = subprocess.Popen(["nsenter", f"--net=/run/netns/{self.node}", BIN, "dra-driver", "--node", NODE,
                                   "--kubeconfig", self.kubeconfig, "--sysfs-root", self.sysfs,
                                   "--state-dir", self.state_dir, "--kubelet-root-dir", self.kubelet,
                                   "--resource-name", f"{self.pf}=example.com/sriov_fast",
-                                  "--interval", str(interval), *extra], stdout=f, stderr=subprocess.STDOUT)
+                                  "--interval", str(interval), *self.plugin_flags(), *extra],
+                                 stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, **(extra_env or {})))
         p.log = log
         self.procs.append(p)
         return p
+
+    def plugin_flags(self):
+        """The slices alone: kubelet's plugin is test_kubelet_plugin.py's."""
+        return ["--no-kubelet-plugin"]
 
     @staticmethod
     def log_of(p):

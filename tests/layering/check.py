@@ -38,6 +38,9 @@ FORBIDDEN = [
     ("cluster", "cluster/cmd/commands.h"), ("placement", "cluster/cmd/publish.h"), ("verbs", "cluster/cmd/commands.h"),
     ("cli", "cluster/cmd/commands.h"), ("cli", "cluster/scheduling.h"), ("cli", "cluster/dra_slices.h"),
     ("cmd", "cni/cli/cli.h"), ("cmd", "cni/verbs/verbs.h"),
+    # kubelet's gRPC plugin sits above the cluster side's commands; nothing below sees it
+    ("cmd", "kubelet/plugin.h"), ("cluster", "kubelet/plugin.h"), ("placement", "kubelet/plugin.h"),
+    ("cli", "kubelet/plugin.h"),
 ]
 # (part, header it must see): itself and what is below.
 ALLOWED = [
@@ -57,6 +60,7 @@ ALLOWED = [
     ("cli", "cni/cli/cli.h"), ("cli", "cni/verbs/verbs.h"), ("cli", "placement/placement.h"),
     ("cmd", "cluster/cmd/commands.h"), ("cmd", "cluster/scheduling.h"), ("cmd", "cni/attach/attachment.h"),
     ("cmd", "kube/reflector.h"),
+    ("kubelet", "kubelet/plugin.h"), ("kubelet", "cluster/cmd/commands.h"), ("kubelet", "cluster/claim_prepare.h"),
 ]
 
 

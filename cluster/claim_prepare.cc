@@ -1,0 +1,445 @@
+#include "cluster/claim_prepare.h"
+
+#include <chrono>
+#include <set>
+
+#include "base/error.h"
+#include "base/failpoint.h"
+#include "base/flock.h"
+#include "base/log.h"
+#include "cluster/dra_claims.h"
+#include "cluster/dra_slices.h"
+#include "cluster/parsed.h"
+#include "placement/evaluate.h"
+#include "placement/ledger.h"
+#include "placement/placement.h"
+
+namespace cluster::claims {
+
+using nlohmann::json;
+namespace pc = placement::prepared_claims;
+namespace ledger = placement::ledger;
+
+namespace {
+
+// --- the reader ---
+
+[[noreturn]] void wrong(const std::string& at, const char* expected) { throw base::Error(at + ": expected " + expected); }
+
+/// The member `key` of object `j`, or null when absent (or JSON null, as the API omits).
+const json* opt(const json& j, const char* key) {
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+const json& object_at(const json& j, const std::string& at) {
+    if (!j.is_object()) wrong(at, "an object");
+    return j;
+}
+
+std::string string_at(const json& j, const char* key, const std::string& at, bool required) {
+    const json* v = opt(j, key);
+    if (!v) {
+        if (required) throw base::Error(at + "." + key + ": missing");
+        return "";
+    }
+    if (!v->is_string()) wrong(at + "." + key, "a string");
+    return v->get<std::string>();
+}
+
+const json* array_at(const json& j, const char* key, const std::string& at) {
+    const json* v = opt(j, key);
+    if (v && !v->is_array()) wrong(at + "." + key, "an array");
+    return v;
+}
+
+const json* object_or_null(const json& j, const char* key, const std::string& at) {
+    const json* v = opt(j, key);
+    if (v) object_at(*v, at + "." + key);
+    return v;
+}
+
+std::map<std::string, std::string> string_map(const json& j, const std::string& at) {
+    std::map<std::string, std::string> out;
+    object_at(j, at);
+    for (auto& [k, v] : j.items()) {
+        // A quantity is serialised as a string; an integer is accepted as the API decodes it.
+        if (v.is_string()) out[k] = v.get<std::string>();
+        else if (v.is_number_integer()) out[k] = std::to_string(v.get<long long>());
+        else wrong(at + "." + k, "a string");
+    }
+    return out;
+}
+
+// --- devices on this node, by the names the slices give them ---
+
+struct Found {
+    std::string kind;   ///< "vf", "link", "pool", "" (none)
+    std::string pci, link;
+    const placement::VfFacts* vf = nullptr;
+    std::optional<long long> speed_mbps;
+};
+
+Found find_device(const placement::NodeFacts& f, const std::string& name) {
+    for (const auto& pf : f.pfs) {
+        for (const auto& vf : pf.vfs)
+            if (dra::device_name("vf", vf.pci) == name) return {"vf", vf.pci, pf.pci, &vf, pf.speed_mbps};
+        if (dra::device_name("pf", pf.pci) == name) return {"link", "", pf.pci, nullptr, pf.speed_mbps};
+    }
+    for (const auto& l : f.links)
+        if (dra::device_name("link", l.name) == name) return {"link", "", l.name, nullptr, l.speed_mbps};
+    for (const auto& n : f.networks)
+        for (const auto& s : n.sets)
+            if (dra::device_name("pool", n.name + "-" + s.range_set) == name) return {"pool", "", "", nullptr, {}};
+    return {};
+}
+
+std::string request_base(const std::string& request) {
+    // A subrequest ("link/fast") answers for its request, as kubelet's helper strips it.
+    return request.substr(0, request.find('/'));
+}
+
+/// Mb/s of capacity `name` the result consumed, else what the request asked for.
+uint64_t mbps_of(const AllocationResult& r, const Claim& c, const char* name) {
+    std::string q;
+    if (auto it = r.consumed_capacity.find(name); it != r.consumed_capacity.end()) {
+        q = it->second;
+    } else if (auto req = c.requested_capacity.find(request_base(r.request)); req != c.requested_capacity.end()) {
+        if (auto it2 = req->second.find(name); it2 != req->second.end()) q = it2->second;
+    }
+    if (q.empty()) return 0;
+    auto v = quantity_value(q);
+    if (!v) throw base::Error(std::string(name) + " '" + q + "' is no whole number of Mb/s");
+    return *v;
+}
+
+/// The claim's NAD (topocni.io/network) re-checked for VF `pci` on this node's live facts,
+/// with placement's evaluation. What a claim cannot re-check here is left out: the node's
+/// labels (nodeSelector: the scheduler chose this node by them), the pod's CPUs
+/// (numaPolicy: kubelet assigns them after preparing) and bandwidth (a link request books
+/// it).
+std::string recheck(const placement::NodeFacts& f, const json& nad, const std::string& pci, const placement::PodInfo& pod) {
+    auto text = topocni_config_of(nad);
+    if (!text) return "";
+    PodNetwork::Parsed parsed(*text);
+    conf::NetConf c = parsed.conf;
+    c.bandwidth.reset();
+    if (c.placement) {
+        c.placement->node_selector.reset();
+        if (c.placement->topology) c.placement->topology->numa_policy = conf::NumaPolicy::None;
+    }
+    std::optional<ipam::Config> pool;
+    try { pool = parsed.kind->pool(parsed.conf); } catch (const base::Error&) {}
+    auto src = placement::published_facts(f, vf_device(pci), {}, {}, pool);
+    placement::EvalOptions opt;
+    opt.collect_errors = true;
+    std::string names, details;
+    for (const auto& v : placement::evaluate_on(c, *src, pod, opt)) {
+        if (v.pass) continue;
+        names += (names.empty() ? "" : ", ") + v.constraint;
+        details += (details.empty() ? "" : " | ") + v.constraint + ": " + v.evidence;
+    }
+    return names.empty() ? "" : "placement constraint not met: " + names + " | " + details;
+}
+
+/// What is committed on `link` by everything but claim `uid`, and the capacity admission
+/// counts against (0: unknown).
+std::string book_bandwidth(const std::string& sd, const pc::Device& d, const pc::Record& r, std::optional<long long> speed_mbps) {
+    auto lock = base::DirLock::create(ledger::dir(sd, d.link), sd, base::DirLock::Exclusive, std::chrono::seconds(10),
+                                      "an ADD is admitting bandwidth on this link");
+    uint64_t eg = 0, in = 0;
+    for (const auto& e : ledger::entries(sd, d.link)) {
+        if (e.network == pc::kLedgerNetwork && e.container_id == r.uid && e.ifname == d.request) continue;
+        eg += e.egress_bps;
+        in += e.ingress_bps;
+    }
+    uint64_t cap = 0;
+    std::string source;
+    if (auto c = ledger::capacity(sd, d.link); c && c->capacity_bps) {
+        cap = static_cast<uint64_t>(static_cast<double>(c->capacity_bps) * c->overcommit);
+        source = c->capacity_source;
+    } else if (speed_mbps && *speed_mbps > 0) {
+        cap = static_cast<uint64_t>(*speed_mbps) * 1000000;
+        source = "link speed";
+    }
+    auto over = [&](uint64_t used, uint64_t want) { return cap && used + want > cap; };
+    if (over(eg, d.egress_bps) || over(in, d.ingress_bps)) {
+        lock.release_created();
+        return "bandwidth: link " + d.link + " has " + placement::rate_text(static_cast<double>(cap > eg ? cap - eg : 0)) +
+               " egress and " + placement::rate_text(static_cast<double>(cap > in ? cap - in : 0)) + " ingress free of " +
+               placement::rate_text(static_cast<double>(cap)) + " (" + source + "); the claim consumes " +
+               placement::rate_text(static_cast<double>(d.egress_bps)) + " egress, " +
+               placement::rate_text(static_cast<double>(d.ingress_bps)) + " ingress";
+    }
+    ledger::Entry e{pc::kLedgerNetwork, r.uid, d.request, d.egress_bps, d.ingress_bps, cap, 1.0, source};
+    e.pod = r.key();
+    ledger::commit(sd, d.link, e);
+    return "";
+}
+
+std::string claim_text(const ClaimRef& ref) { return "ResourceClaim " + ref.ns + "/" + ref.name; }
+
+}  // namespace
+
+Claim read_claim(const json& j) {
+    Claim c;
+    object_at(j, "claim");
+    const json* md = object_or_null(j, "metadata", "");
+    if (!md) throw base::Error("metadata: missing");
+    c.ns = string_at(*md, "namespace", "metadata", false);
+    c.name = string_at(*md, "name", "metadata", true);
+    c.uid = string_at(*md, "uid", "metadata", true);
+    if (const json* a = object_or_null(*md, "annotations", "metadata")) c.annotations = string_map(*a, "metadata.annotations");
+    if (const json* spec = object_or_null(j, "spec", ""))
+        if (const json* devs = object_or_null(*spec, "devices", "spec"))
+            if (const json* reqs = array_at(*devs, "requests", "spec.devices")) {
+                for (size_t i = 0; i < reqs->size(); ++i) {
+                    std::string at = "spec.devices.requests[" + std::to_string(i) + "]";
+                    const json& r = object_at((*reqs)[i], at);
+                    std::string name = string_at(r, "name", at, true);
+                    if (const json* ex = object_or_null(r, "exactly", at))
+                        if (const json* cap = object_or_null(*ex, "capacity", at + ".exactly"))
+                            if (const json* rq = object_or_null(*cap, "requests", at + ".exactly.capacity"))
+                                c.requested_capacity[name] = string_map(*rq, at + ".exactly.capacity.requests");
+                }
+            }
+    const json* st = object_or_null(j, "status", "");
+    if (!st) return c;
+    if (const json* alloc = object_or_null(*st, "allocation", "status")) {
+        c.allocated = true;
+        if (const json* devs = object_or_null(*alloc, "devices", "status.allocation"))
+            if (const json* results = array_at(*devs, "results", "status.allocation.devices")) {
+                for (size_t i = 0; i < results->size(); ++i) {
+                    std::string at = "status.allocation.devices.results[" + std::to_string(i) + "]";
+                    const json& r = object_at((*results)[i], at);
+                    AllocationResult x;
+                    x.request = string_at(r, "request", at, true);
+                    x.driver = string_at(r, "driver", at, true);
+                    x.pool = string_at(r, "pool", at, true);
+                    x.device = string_at(r, "device", at, true);
+                    if (opt(r, "shareID")) x.share_id = string_at(r, "shareID", at, true);
+                    if (const json* cc = object_or_null(r, "consumedCapacity", at))
+                        x.consumed_capacity = string_map(*cc, at + ".consumedCapacity");
+                    c.results.push_back(std::move(x));
+                }
+            }
+    }
+    if (const json* rf = array_at(*st, "reservedFor", "status")) {
+        for (size_t i = 0; i < rf->size(); ++i) {
+            std::string at = "status.reservedFor[" + std::to_string(i) + "]";
+            const json& r = object_at((*rf)[i], at);
+            c.reserved_for.push_back({string_at(r, "apiGroup", at, false), string_at(r, "resource", at, true),
+                                      string_at(r, "name", at, true), string_at(r, "uid", at, true)});
+        }
+    }
+    return c;
+}
+
+std::optional<uint64_t> quantity_value(const std::string& q) {
+    size_t i = 0;
+    uint64_t v = 0;
+    while (i < q.size() && std::isdigit(static_cast<unsigned char>(q[i]))) {
+        if (v > (UINT64_MAX - 9) / 10) return std::nullopt;
+        v = v * 10 + static_cast<uint64_t>(q[i++] - '0');
+    }
+    if (i == 0) return std::nullopt;
+    static const std::map<std::string, uint64_t> kSuffix = {
+        {"", 1},          {"k", 1000ULL},     {"M", 1000000ULL}, {"G", 1000000000ULL}, {"T", 1000000000000ULL},
+        {"Ki", 1ULL << 10}, {"Mi", 1ULL << 20}, {"Gi", 1ULL << 30}, {"Ti", 1ULL << 40}};
+    auto it = kSuffix.find(q.substr(i));
+    if (it == kSuffix.end()) return std::nullopt;
+    if (v && it->second > UINT64_MAX / v) return std::nullopt;
+    return v * it->second;
+}
+
+Answer answer_of(const pc::Record& r) {
+    Answer a;
+    for (const auto& d : r.devices) a.devices.push_back({{request_base(d.request)}, d.pool, d.device, d.share_id});
+    return a;
+}
+
+Answer Preparer::prepare(const ClaimRef& ref) {
+    if (ref.ns.empty() || ref.name.empty() || !pc::valid_uid(ref.uid))
+        return {{}, "kubelet named no valid claim (namespace '" + ref.ns + "', name '" + ref.name + "', uid '" + ref.uid + "')"};
+    try {
+        if (auto r = pc::read(o_.state_dir, ref.uid)) {
+            if (r->state == "prepared") return answer_of(*r);   // again: the same answer, no API call
+            release(*r);   // a crash while preparing or unpreparing: start over
+        }
+        return prepare_fresh(ref);
+    } catch (const std::exception& e) {
+        return {{}, claim_text(ref) + ": " + e.what()};
+    }
+}
+
+Answer Preparer::prepare_fresh(const ClaimRef& ref) {
+    auto got = o_.get("/apis/resource.k8s.io/v1/namespaces/" + ref.ns + "/resourceclaims/" + ref.name);
+    if (got.status == 0) return {{}, "API unreachable reading " + claim_text(ref) + ": " + got.error};
+    if (got.status == 404) return {{}, claim_text(ref) + " not found"};
+    if (got.status != 200)
+        return {{}, "API answered " + std::to_string(got.status) + " reading " + claim_text(ref) + ": " +
+                    (got.body.is_object() ? got.body.value("message", std::string{}) : std::string{})};
+    Claim c;
+    try {
+        c = read_claim(got.body);
+    } catch (const base::Error& e) {
+        return {{}, claim_text(ref) + " does not read as a v1 ResourceClaim: " + e.what()};
+    }
+    if (c.uid != ref.uid)
+        return {{}, claim_text(ref) + " is now UID " + c.uid + " (replaced; kubelet asked for " + ref.uid + ")"};
+    if (!c.allocated) return {{}, claim_text(ref) + " is not allocated"};
+
+    pc::Record rec;
+    rec.state = "preparing";
+    rec.uid = ref.uid;
+    rec.ns = ref.ns;
+    rec.name = ref.name;
+    if (auto it = c.annotations.find(dra::kNetworkAnnotation); it != c.annotations.end()) rec.network = it->second;
+    for (const auto& r : c.reserved_for)
+        if (r.resource == "pods" && r.api_group.empty()) rec.pods.push_back({r.uid, r.name});
+    std::vector<const AllocationResult*> ours;
+    for (const auto& r : c.results)
+        if (r.driver == o_.driver) ours.push_back(&r);
+    if (ours.empty()) return {};   // no device of ours: nothing to prepare, nothing recorded
+    if (rec.pods.empty()) return {{}, claim_text(ref) + " is reserved for no pod"};
+
+    placement::NodeFacts f = o_.facts();
+    std::vector<std::pair<pc::Device, std::optional<long long>>> planned;
+    for (const AllocationResult* r : ours) {
+        std::string what = "device " + r->pool + "/" + r->device;
+        if (r->pool != o_.node) return {{}, what + " is in pool " + r->pool + ", not this node's (" + o_.node + ")"};
+        Found found = find_device(f, r->device);
+        if (found.kind.empty())
+            return {{}, what + " is not on this node: no VF, link or address pool of that name (the node changed after "
+                               "the scheduler allocated it)"};
+        pc::Device d{r->request, r->pool, r->device, r->share_id, found.kind, found.pci, found.link, 0, 0};
+        if (found.kind == "vf") {
+            if (rec.pods.size() > 1)
+                return {{}, what + ": reserved for " + std::to_string(rec.pods.size()) + " pods; a VF attaches to one pod"};
+            if (auto holder = pc::vf_holder(o_.state_dir, found.pci); holder && *holder != ref.uid) {
+                auto other = pc::read(o_.state_dir, *holder);
+                return {{}, what + ": VF " + found.pci + " is held by ResourceClaim " + (other ? other->key() : "?") +
+                                " (uid " + *holder + ")"};
+            }
+            if (found.vf->in_use)
+                return {{}, what + ": VF " + found.pci + " is in use by an attachment" +
+                                (found.vf->pod_uid.empty() ? "" : " of pod " + found.vf->pod_uid) + " that did not come through DRA"};
+        } else if (found.kind == "link") {
+            d.egress_bps = mbps_of(*r, c, "egressMbps") * 1000000;
+            d.ingress_bps = mbps_of(*r, c, "ingressMbps") * 1000000;
+        }
+        planned.emplace_back(std::move(d), found.speed_mbps);
+    }
+    // The claim's network, re-checked for each VF with ADD's evaluation on the node as it is now.
+    if (!rec.network.empty()) {
+        auto slash = rec.network.find('/');
+        if (slash == std::string::npos) return {{}, "annotation " + std::string(dra::kNetworkAnnotation) + " '" + rec.network + "' is not namespace/name"};
+        auto nad = o_.get("/apis/k8s.cni.cncf.io/v1/namespaces/" + rec.network.substr(0, slash) +
+                          "/network-attachment-definitions/" + rec.network.substr(slash + 1));
+        if (nad.status == 0) return {{}, "API unreachable reading NetworkAttachmentDefinition " + rec.network + ": " + nad.error};
+        if (nad.status != 200)
+            return {{}, "NetworkAttachmentDefinition " + rec.network + " (the claim's " + dra::kNetworkAnnotation + "): " +
+                        (nad.status == 404 ? std::string("not found") : "API answered " + std::to_string(nad.status))};
+        placement::PodInfo pod;
+        pod.uid = rec.pods[0].uid;
+        pod.pod_namespace = rec.ns;
+        pod.pod_name = rec.pods[0].name;
+        for (const auto& [d, speed] : planned) {
+            if (d.kind != "vf") continue;
+            std::string refused = recheck(f, nad.body, d.pci, pod);
+            if (!refused.empty()) return {{}, "device " + d.pool + "/" + d.device + " (VF " + d.pci + "): " + refused};
+        }
+    }
+
+    // Write, step by step: the record first (so that a crash below is rolled back), then
+    // each hold, then the record as prepared.
+    for (auto& [d, speed] : planned) rec.devices.push_back(d);
+    pc::write(o_.state_dir, rec);
+    base::failpoint("prepare-after-record");
+    for (const auto& [d, speed] : planned) {
+        std::string refused;
+        if (d.kind == "vf") {
+            if (auto holder = pc::hold_vf(o_.state_dir, d.pci, rec.uid))
+                refused = "device " + d.pool + "/" + d.device + ": VF " + d.pci + " is held by claim uid " + *holder;
+        } else if (d.kind == "link" && (d.egress_bps || d.ingress_bps)) {
+            refused = book_bandwidth(o_.state_dir, d, rec, speed);
+            if (!refused.empty()) refused = "device " + d.pool + "/" + d.device + ": " + refused;
+        }
+        if (!refused.empty()) {
+            release(rec);
+            return {{}, refused};
+        }
+        base::failpoint("prepare-after-hold");
+    }
+    rec.state = "prepared";
+    pc::write(o_.state_dir, rec);
+    base::log::info(claim_text(ref) + " (uid " + ref.uid + ") prepared: " + std::to_string(rec.devices.size()) + " device(s)");
+    return answer_of(rec);
+}
+
+void Preparer::release(const pc::Record& r) {
+    pc::Record going = r;
+    if (going.state != "unpreparing") {
+        going.state = "unpreparing";
+        pc::write(o_.state_dir, going);
+        base::failpoint("unprepare-after-mark");
+    }
+    for (const auto& d : going.devices) {
+        if (d.kind == "vf" && !d.pci.empty()) pc::release_vf(o_.state_dir, d.pci, going.uid);
+        if (d.kind == "link" && !d.link.empty()) ledger::remove(o_.state_dir, d.link, pc::kLedgerNetwork, going.uid, d.request);
+        base::failpoint("unprepare-after-release");
+    }
+    pc::remove(o_.state_dir, going.uid);
+}
+
+std::string Preparer::unprepare(const ClaimRef& ref) {
+    try {
+        auto r = pc::read(o_.state_dir, ref.uid);
+        if (!r) return "";   // never prepared here, or already unprepared: nothing to do
+        release(*r);
+        base::log::info(claim_text(ref) + " (uid " + ref.uid + ") unprepared");
+        return "";
+    } catch (const std::exception& e) {
+        return claim_text(ref) + ": " + e.what();
+    }
+}
+
+std::vector<std::string> Preparer::recover() {
+    std::vector<std::string> did;
+    std::set<std::string> live;
+    for (const auto& uid : pc::uids(o_.state_dir)) {
+        std::optional<pc::Record> r;
+        try {
+            r = pc::read(o_.state_dir, uid);
+        } catch (const std::exception& e) {
+            // Records are written whole (rename), so this is damage from outside: drop it;
+            // kubelet prepares the claim again.
+            base::log::warn("prepared claim " + uid + ": " + e.what() + "; removed");
+            pc::remove(o_.state_dir, uid);
+            did.push_back("removed unreadable record " + uid);
+            continue;
+        }
+        if (!r) continue;
+        if (r->state == "prepared") {
+            live.insert(uid);
+            continue;
+        }
+        release(*r);
+        did.push_back((r->state == "preparing" ? "rolled back " : "finished unpreparing ") + r->key() + " (uid " + uid + ")");
+    }
+    for (const auto& [pci, uid] : pc::held_vfs(o_.state_dir)) {
+        if (live.count(uid)) continue;
+        pc::release_vf(o_.state_dir, pci, uid);
+        did.push_back("released VF " + pci + " of no prepared claim (uid " + uid + ")");
+    }
+    for (const auto& link : ledger::links(o_.state_dir))
+        for (const auto& e : ledger::entries(o_.state_dir, link))
+            if (e.network == pc::kLedgerNetwork && !live.count(e.container_id)) {
+                ledger::remove(o_.state_dir, link, e.network, e.container_id, e.ifname);
+                did.push_back("removed ledger entry of no prepared claim on " + link + " (uid " + e.container_id + ")");
+            }
+    for (const auto& d : did) base::log::info("recovery: " + d);
+    return did;
+}
+
+}  // namespace cluster::claims

@@ -1,0 +1,176 @@
+#include "placement/prepared_claims.h"
+
+#include <cctype>
+
+#include "base/error.h"
+#include "base/files.h"
+
+namespace placement::prepared_claims {
+
+using nlohmann::json;
+
+namespace {
+
+std::string claims_dir(const std::string& sd) { return root(sd) + "/claims"; }
+std::string devices_dir(const std::string& sd) { return root(sd) + "/devices"; }
+
+/// A PCI address as a file name: what sysfs names it, nothing that walks a path.
+bool valid_pci(const std::string& pci) {
+    if (pci.empty() || pci.size() > 32) return false;
+    for (unsigned char c : pci)
+        if (!std::isxdigit(c) && c != ':' && c != '.') return false;
+    return true;
+}
+
+std::string need_pci(const std::string& pci) {
+    if (!valid_pci(pci)) throw base::Error("'" + pci + "' is not a PCI address");
+    return pci;
+}
+
+const json& member(const json& j, const char* key, json::value_t type, const std::string& at) {
+    auto it = j.find(key);
+    if (it == j.end() || it->type() != type)
+        throw base::Error("prepared claim record: " + at + key + ": missing or of the wrong type");
+    return *it;
+}
+
+std::string text(const json& j, const char* key, const std::string& at) {
+    return member(j, key, json::value_t::string, at).get<std::string>();
+}
+
+uint64_t number(const json& j, const char* key, const std::string& at) {
+    auto it = j.find(key);
+    if (it == j.end()) return 0;
+    if (!it->is_number_unsigned()) throw base::Error("prepared claim record: " + at + key + ": expected an unsigned integer");
+    return it->get<uint64_t>();
+}
+
+}  // namespace
+
+bool Record::holds_pod(const std::string& pod_uid) const {
+    if (pod_uid.empty()) return false;
+    for (const auto& p : pods)
+        if (p.uid == pod_uid) return true;
+    return false;
+}
+
+std::string root(const std::string& state_dir) { return state_dir + "/dra"; }
+
+bool valid_uid(const std::string& uid) {
+    if (uid.empty() || uid.size() > 64) return false;
+    for (unsigned char c : uid)
+        if (!std::isalnum(c) && c != '-') return false;
+    return true;
+}
+
+json to_json(const Record& r) {
+    json pods = json::array(), devices = json::array();
+    for (const auto& p : r.pods) pods.push_back({{"uid", p.uid}, {"name", p.name}});
+    for (const auto& d : r.devices) {
+        json j = {{"request", d.request}, {"pool", d.pool}, {"device", d.device}, {"kind", d.kind}};
+        if (d.share_id) j["shareID"] = *d.share_id;
+        if (!d.pci.empty()) j["pci"] = d.pci;
+        if (!d.link.empty()) j["link"] = d.link;
+        if (d.egress_bps) j["egressBps"] = d.egress_bps;
+        if (d.ingress_bps) j["ingressBps"] = d.ingress_bps;
+        devices.push_back(std::move(j));
+    }
+    json j = {{"version", r.version}, {"state", r.state}, {"uid", r.uid}, {"namespace", r.ns}, {"name", r.name},
+              {"pods", pods}, {"devices", devices}};
+    if (!r.network.empty()) j["network"] = r.network;
+    return j;
+}
+
+Record record_from_json(const json& j) {
+    if (!j.is_object()) throw base::Error("prepared claim record: not a JSON object");
+    Record r;
+    if (member(j, "version", json::value_t::number_unsigned, "").get<int>() != 1)
+        throw base::Error("prepared claim record: version: only 1 is known");
+    r.state = text(j, "state", "");
+    if (r.state != "preparing" && r.state != "prepared" && r.state != "unpreparing")
+        throw base::Error("prepared claim record: state: '" + r.state + "' is none of preparing, prepared, unpreparing");
+    r.uid = text(j, "uid", "");
+    if (!valid_uid(r.uid)) throw base::Error("prepared claim record: uid: '" + r.uid + "' is not a claim UID");
+    r.ns = text(j, "namespace", "");
+    r.name = text(j, "name", "");
+    if (j.contains("network")) r.network = text(j, "network", "");
+    for (const auto& p : member(j, "pods", json::value_t::array, "")) {
+        if (!p.is_object()) throw base::Error("prepared claim record: pods[]: not an object");
+        r.pods.push_back({text(p, "uid", "pods[]."), text(p, "name", "pods[].")});
+    }
+    for (const auto& d : member(j, "devices", json::value_t::array, "")) {
+        if (!d.is_object()) throw base::Error("prepared claim record: devices[]: not an object");
+        Device x;
+        const std::string at = "devices[].";
+        x.request = text(d, "request", at);
+        x.pool = text(d, "pool", at);
+        x.device = text(d, "device", at);
+        x.kind = text(d, "kind", at);
+        if (d.contains("shareID")) x.share_id = text(d, "shareID", at);
+        if (d.contains("pci")) x.pci = need_pci(text(d, "pci", at));
+        if (d.contains("link")) x.link = text(d, "link", at);
+        x.egress_bps = number(d, "egressBps", at);
+        x.ingress_bps = number(d, "ingressBps", at);
+        r.devices.push_back(std::move(x));
+    }
+    return r;
+}
+
+std::optional<Record> read(const std::string& state_dir, const std::string& uid) {
+    if (!valid_uid(uid)) return std::nullopt;
+    auto text = base::fs::read_file(claims_dir(state_dir) + "/" + uid + ".json");
+    if (!text) return std::nullopt;
+    auto j = json::parse(*text, nullptr, false);
+    return record_from_json(j);
+}
+
+void write(const std::string& state_dir, const Record& r) {
+    if (!valid_uid(r.uid)) throw base::Error("'" + r.uid + "' is not a claim UID");
+    base::fs::write_file(claims_dir(state_dir) + "/" + r.uid + ".json", to_json(r).dump() + "\n");
+}
+
+void remove(const std::string& state_dir, const std::string& uid) {
+    if (!valid_uid(uid)) return;
+    base::fs::remove_file(claims_dir(state_dir) + "/" + uid + ".json");
+}
+
+std::vector<std::string> uids(const std::string& state_dir) {
+    std::vector<std::string> out;
+    for (auto& name : base::fs::list_dir(claims_dir(state_dir))) {
+        if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".json") != 0) continue;   // temp files
+        out.push_back(name.substr(0, name.size() - 5));
+    }
+    return out;
+}
+
+std::optional<std::string> hold_vf(const std::string& state_dir, const std::string& pci, const std::string& uid) {
+    std::string path = devices_dir(state_dir) + "/" + need_pci(pci);
+    // Released between the two calls: try again (a holder only ever releases, never hands over).
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        if (base::fs::create_once(path, uid, 0600, 0700)) return std::nullopt;
+        auto holder = vf_holder(state_dir, pci);
+        if (holder) return *holder == uid ? std::nullopt : holder;
+    }
+    throw base::Error("VF " + pci + " is taken and released again and again: try again");
+}
+
+std::optional<std::string> vf_holder(const std::string& state_dir, const std::string& pci) {
+    if (!valid_pci(pci)) return std::nullopt;
+    auto text = base::fs::read_file(devices_dir(state_dir) + "/" + pci);
+    if (!text) return std::nullopt;
+    return *text;
+}
+
+void release_vf(const std::string& state_dir, const std::string& pci, const std::string& uid) {
+    if (vf_holder(state_dir, pci) == uid) base::fs::remove_file(devices_dir(state_dir) + "/" + pci);
+}
+
+std::vector<std::pair<std::string, std::string>> held_vfs(const std::string& state_dir) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto& name : base::fs::list_dir(devices_dir(state_dir)))
+        if (valid_pci(name))
+            if (auto h = vf_holder(state_dir, name)) out.emplace_back(name, *h);
+    return out;
+}
+
+}  // namespace placement::prepared_claims

@@ -1,0 +1,78 @@
+// The node's record of the ResourceClaims kubelet asked topocni's DRA plugin to prepare
+// (kubelet/, cluster/claim_prepare.h): what the scheduler allocated and the node checked,
+// kept so that ADD attaches exactly that device and counts exactly that bandwidth, and so
+// that a crash at any step loses nothing and leaks nothing.
+//
+// Under <stateDir>/dra/:
+//   claims/<claimUID>.json   one record per claim: its state (preparing, prepared,
+//                            unpreparing), its pods, its devices and what each books
+//   devices/<pci>            a VF held by a claim: the file holds the claim's UID; made
+//                            with create_once, so two claims can never hold one VF
+// A link device's bandwidth is an entry of the bandwidth ledger (ledger.h) under network
+// kLedgerNetwork, container ID <claimUID>, ifname <request>: node-report, the publisher
+// and ADD's admission count it like any attachment's. No CNI network may be called "dra"
+// (conf refuses it), so DEL and GC of a network never touch a claim's entries.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace placement::prepared_claims {
+
+inline constexpr const char* kLedgerNetwork = "dra";
+
+struct Device {
+    std::string request, pool, device;   ///< the allocation result
+    std::optional<std::string> share_id; ///< result.shareID (a shared device's allocation)
+    std::string kind;                    ///< "vf", "link", "pool"
+    std::string pci;                     ///< vf: the VF's PCI address
+    std::string link;                    ///< link: its ledger name (a PF's PCI address, a master)
+    uint64_t egress_bps = 0, ingress_bps = 0;   ///< link: what the claim consumes
+};
+
+struct Pod {
+    std::string uid, name;   ///< status.reservedFor (the claim's namespace is the pod's)
+};
+
+struct Record {
+    int version = 1;
+    std::string state;                   ///< "preparing", "prepared", "unpreparing"
+    std::string uid, ns, name;           ///< the claim
+    std::string network;                 ///< "ns/nad" from the claim's topocni.io/network, if any
+    std::vector<Pod> pods;
+    std::vector<Device> devices;
+
+    bool holds_pod(const std::string& pod_uid) const;
+    std::string key() const { return ns + "/" + name; }
+};
+
+std::string root(const std::string& state_dir);
+/// A claim UID as it may name a file: 1-64 of [A-Za-z0-9-] (the API's are UUIDs).
+bool valid_uid(const std::string& uid);
+
+nlohmann::json to_json(const Record& r);
+/// Strict; base::Error naming the member on a wrong shape.
+Record record_from_json(const nlohmann::json& j);
+
+/// nullopt: no record. A record that does not parse throws base::Error.
+std::optional<Record> read(const std::string& state_dir, const std::string& uid);
+/// Atomically and durably (temp file, fsync, rename, directory fsync).
+void write(const std::string& state_dir, const Record& r);
+void remove(const std::string& state_dir, const std::string& uid);
+/// Every record's UID (file names), sorted.
+std::vector<std::string> uids(const std::string& state_dir);
+
+/// Makes devices/<pci> name `uid`; the UID of the claim that holds it already otherwise
+/// (nullopt: held by `uid` now).
+std::optional<std::string> hold_vf(const std::string& state_dir, const std::string& pci, const std::string& uid);
+/// The UID holding VF `pci`, if any. One openat on ADD's path: ENOENT is the common case.
+std::optional<std::string> vf_holder(const std::string& state_dir, const std::string& pci);
+/// Removes devices/<pci> when `uid` holds it.
+void release_vf(const std::string& state_dir, const std::string& pci, const std::string& uid);
+/// Every held VF: (pci, uid).
+std::vector<std::pair<std::string, std::string>> held_vfs(const std::string& state_dir);
+
+}  // namespace placement::prepared_claims

@@ -1,0 +1,295 @@
+"""kubelet's DRA plugin (topocni-dra, run by `topocni dra-driver`): registration with
+kubelet's plugin watcher, NodePrepareResources and NodeUnprepareResources over the real
+gRPC protocol, and ADD attaching the VF a prepared claim holds.
+
+The node is test_dra_driver.py's (a netns with a fake sysfs tree: one PF at 25 Gb/s on
+NUMA node 1 with 4 VFs whose netdevs are veths). kubelet is fakekubelet.FakeKubelet, built
+from the same vendored .proto files with Debian's python3-grpcio: it registers the plugin
+as kubelet's plugin watcher does and calls it as kubelet's DRA manager does. The claims
+are fakenode.allocated_claim objects in the stand-in API, as the scheduler leaves them.
+"""
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import grpc
+
+from cnitest import BIN, main
+from fakekubelet import FakeKubelet, RegistrationError
+from fakenode import allocated_claim
+from test_dra_driver import NODE, PF, VFS, DraDriverCase, vf_name
+
+DRIVER = "topocni.io"
+POD_A = ("pod-a", "a0000000-0000-4000-8000-00000000000a")
+POD_B = ("pod-b", "b0000000-0000-4000-8000-00000000000b")
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/"
+
+
+class KubeletPluginCase(DraDriverCase):
+    def setUp(self):
+        super().setUp()
+        self.registry = os.path.join(self.tmp, "kubelet", "plugins_registry")
+        self.plugin_dir = os.path.join(self.tmp, "kubelet", "plugins", DRIVER)
+        self.kubelets = []
+
+    def tearDown(self):
+        for k in self.kubelets:
+            k.close()
+        super().tearDown()
+
+    def plugin_flags(self):
+        return ["--plugin-registration-dir", self.registry, "--plugin-dir", self.plugin_dir]
+
+    def fake_kubelet(self, **kw):
+        k = FakeKubelet(self.registry, **kw)
+        self.kubelets.append(k)
+        return k.wait_registered(timeout=10)
+
+    def claim(self, name, device, pods=(POD_A,), pool=NODE, annotations=None, **extra):
+        result = {"request": extra.pop("request", "vf"), "driver": DRIVER, "pool": pool, "device": device, **extra}
+        obj = self.api.put_claim(allocated_claim("default", name, NODE, [result], list(pods), annotations=annotations))
+        return {"namespace": "default", "uid": obj["metadata"]["uid"], "name": name}
+
+    def dra_files(self):
+        root = os.path.join(self.state_dir, "dra")
+        return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+
+    def ledger_entries(self):
+        root = os.path.join(self.state_dir, "bandwidth")
+        return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs
+                      if f.endswith(".json"))
+
+    def claim_gets(self):
+        return [r for r in self.api.logged() if r["method"] == "GET" and r["path"].startswith(CLAIMS)]
+
+
+class Registration(KubeletPluginCase):
+    def test_the_plugin_registers_as_kubelets_plugin_watcher_expects_and_goes_away_on_sigterm(self):
+        p = self.driver()
+        k = self.fake_kubelet()
+        self.assertEqual((k.info.type, k.info.name), ("DRAPlugin", DRIVER))
+        self.assertEqual(k.info.endpoint, os.path.join(self.plugin_dir, "dra.sock"))
+        self.assertEqual(list(k.info.supported_versions), ["v1.DRAPlugin", "v1beta1.DRAPlugin"])
+        self.assertEqual(k.version, "v1.DRAPlugin")
+        self.assertEqual(k.notifications, [(True, "")])
+        self.wait_for("the registration is logged", lambda: "kubelet registered DRA driver topocni.io" in self.log_of(p), 5, p)
+        reg = os.path.join(self.registry, "topocni.io-reg.sock")
+        self.assertTrue(os.path.exists(reg))
+        self.stop(p)
+        self.assertFalse(os.path.exists(reg), "the registration socket outlived the plugin")
+        self.assertFalse(os.path.exists(k.info.endpoint), "dra.sock outlived the plugin")
+
+    def test_a_kubelet_of_1_33_that_knows_only_v1beta1_prepares_through_it_without_a_share_id(self):
+        self.driver()
+        k = self.fake_kubelet(known_versions=("v1beta1.DRAPlugin",))
+        self.assertEqual(k.version, "v1beta1.DRAPlugin")
+        c = self.claim("c1", vf_name(VFS[0]))
+        got = k.prepare([c])
+        self.assertEqual(got, {c["uid"]: {"devices": [{"request_names": ["vf"], "pool_name": NODE,
+                                                        "device_name": vf_name(VFS[0]), "cdi_device_ids": [],
+                                                        "share_id": None}], "error": ""}})
+
+    def test_a_refused_registration_is_logged_and_the_plugin_keeps_serving(self):
+        p = self.driver()
+        with self.assertRaises(RegistrationError):
+            self.fake_kubelet(known_versions=("v1alpha4.Node",))
+        self.wait_for("the refusal is logged", lambda: "kubelet refused to register DRA driver" in self.log_of(p), 5, p)
+        self.assertIsNone(p.poll())
+        k = self.fake_kubelet()   # kubelet tries again (a new watcher event): served as before
+        self.assertEqual(k.version, "v1.DRAPlugin")
+
+    def test_a_stale_socket_is_replaced_and_a_socket_path_too_long_is_refused_naming_the_flag(self):
+        os.makedirs(self.plugin_dir)
+        stale = os.path.join(self.plugin_dir, "dra.sock")
+        with open(stale, "w") as f:
+            f.write("stale")
+        self.driver()
+        self.fake_kubelet()
+        long_dir = os.path.join(self.tmp, "x" * 100)
+        r = subprocess.run(["nsenter", f"--net=/run/netns/{self.node}", BIN, "dra-driver", "--node", NODE,
+                            "--kubeconfig", self.kubeconfig, "--state-dir", self.state_dir, "--sysfs-root", self.sysfs,
+                            "--plugin-dir", long_dir, "--plugin-registration-dir", self.registry],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--plugin-dir", r.stderr)
+        self.assertIn("at most 107", r.stderr)
+
+
+class Prepare(KubeletPluginCase):
+    def setUp(self):
+        super().setUp()
+        self.proc = self.driver()
+        self.k = self.fake_kubelet()
+
+    def test_an_allocated_vf_claim_is_prepared_recorded_and_answered_the_same_way_again_without_an_api_call(self):
+        c = self.claim("c1", vf_name(VFS[1]))
+        first = self.k.prepare_raw([c])
+        got = self.k.response_dict(self.k._call("NodePrepareResources", [c]))
+        self.assertEqual(got[c["uid"]], {"devices": [{"request_names": ["vf"], "pool_name": NODE,
+                                                       "device_name": vf_name(VFS[1]), "cdi_device_ids": [],
+                                                       "share_id": None}], "error": ""})
+        self.assertEqual(self.dra_files(), [f"claims/{c['uid']}.json", f"devices/{VFS[1]}"])
+        with open(os.path.join(self.state_dir, "dra", "devices", VFS[1])) as f:
+            self.assertEqual(f.read(), c["uid"])
+        gets = len(self.claim_gets())
+        self.assertEqual(self.k.prepare_raw([c]), first)
+        self.assertEqual(len(self.claim_gets()), gets, "a prepared claim was read from the API again")
+
+    def test_each_claim_that_cannot_be_prepared_gets_its_own_error_and_the_call_succeeds(self):
+        good = self.claim("good", vf_name(VFS[0]))
+        elsewhere = self.claim("elsewhere", vf_name(VFS[1]), pool="worker-9")
+        unknown = self.claim("unknown", "vf-0000-99-99-9")
+        replaced = self.claim("replaced", vf_name(VFS[2]))
+        replaced_ref = dict(replaced, uid=str(uuid.uuid4()))
+        missing = {"namespace": "default", "uid": str(uuid.uuid4()), "name": "missing"}
+        unallocated = self.claim("unallocated", vf_name(VFS[3]))
+        obj = self.api.claim("default", "unallocated")
+        del obj["status"]
+        self.api.put_claim(obj)
+        nobody = self.claim("nobody", vf_name(VFS[3]), pods=())
+        claims = [good, elsewhere, unknown, replaced_ref, missing, unallocated, nobody]
+        got = self.k.prepare(claims)
+        self.assertEqual(set(got), {c["uid"] for c in claims}, "every claim gets an answer")
+        self.assertEqual(got[good["uid"]]["error"], "")
+        want = {
+            elsewhere["uid"]: f"is in pool worker-9, not this node's ({NODE})",
+            unknown["uid"]: "is not on this node",
+            replaced_ref["uid"]: f"is now UID {replaced['uid']} (replaced; kubelet asked for {replaced_ref['uid']})",
+            missing["uid"]: "ResourceClaim default/missing not found",
+            unallocated["uid"]: "ResourceClaim default/unallocated is not allocated",
+            nobody["uid"]: "is reserved for no pod",
+        }
+        for uid, words in want.items():
+            self.assertIn(words, got[uid]["error"])
+            self.assertEqual(got[uid]["devices"], [])
+        self.assertEqual(self.dra_files(), [f"claims/{good['uid']}.json", f"devices/{VFS[0]}"],
+                         "a refused claim left a file")
+        event = FakeKubelet.describe_event([elsewhere], got)
+        self.assertEqual(event, "Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources "
+                                f"failed for ResourceClaim elsewhere: device worker-9/{vf_name(VFS[1])} is in pool "
+                                f"worker-9, not this node's ({NODE})")
+
+    def test_the_api_down_is_a_per_claim_error_that_kubelet_retries(self):
+        c = self.claim("c1", vf_name(VFS[0]))
+        self.api.fail(CLAIMS, 503)
+        got = self.k.prepare([c])
+        self.assertIn("API answered 503", got[c["uid"]]["error"])
+        self.assertEqual(self.dra_files(), [])
+        self.api.fail(CLAIMS, None)
+        self.assertEqual(self.k.prepare([c])[c["uid"]]["error"], "")
+
+    def test_a_vf_another_claim_holds_or_reserved_for_two_pods_is_refused_naming_why(self):
+        first = self.claim("first", vf_name(VFS[0]))
+        second = self.claim("second", vf_name(VFS[0]), pods=(POD_B,))
+        shared = self.claim("shared", vf_name(VFS[1]), pods=(POD_A, POD_B))
+        got = self.k.prepare([first, second, shared])
+        self.assertEqual(got[first["uid"]]["error"], "")
+        self.assertIn(f"VF {VFS[0]} is held by ResourceClaim default/first (uid {first['uid']})", got[second["uid"]]["error"])
+        self.assertIn("reserved for 2 pods; a VF attaches to one pod", got[shared["uid"]]["error"])
+
+    def test_a_claim_whose_network_no_longer_fits_the_live_node_is_refused_in_adds_words(self):
+        nad_conf = {"cniVersion": "1.0.0", "name": "sriov-numa0", "type": "topocni", "attachment": "sriov",
+                    "topology": {"numaNode": 0}}
+        self.api.put_nad({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+                          "metadata": {"name": "sriov-numa0", "namespace": "default"},
+                          "spec": {"config": json.dumps(nad_conf)}})
+        c = self.claim("c1", vf_name(VFS[0]), annotations={"topocni.io/network": "default/sriov-numa0"})
+        err = self.k.prepare([c])[c["uid"]]["error"]
+        self.assertIn("placement constraint not met: topology.numaNode", err)
+        self.assertIn(f"VF {VFS[0]}", err)
+        self.assertEqual(self.dra_files(), [])
+
+    def test_a_link_claims_bandwidth_is_booked_in_the_ledger_and_released_by_unprepare(self):
+        c = self.claim("bw", "pf-0000-af-00-0", request="link", shareID="0f6c",
+                       consumedCapacity={"egressMbps": "5000", "ingressMbps": "2000"})
+        got = self.k.prepare([c])[c["uid"]]
+        self.assertEqual(got["error"], "")
+        self.assertEqual(got["devices"][0]["share_id"], "0f6c")
+        self.assertEqual(self.ledger_entries(), [f"{PF}/dra:{c['uid']}:link.json"])
+        with open(os.path.join(self.state_dir, "bandwidth", PF, f"dra:{c['uid']}:link.json")) as f:
+            entry = json.load(f)
+        self.assertEqual((entry["egressBps"], entry["ingressBps"], entry["pod"]), (5_000_000_000, 2_000_000_000, "default/bw"))
+        too_much = self.claim("bw2", "pf-0000-af-00-0", request="link", shareID="0f6d",
+                              consumedCapacity={"egressMbps": "21000"})
+        err = self.k.prepare([too_much])[too_much["uid"]]["error"]
+        self.assertIn(f"bandwidth: link {PF} has 20 Gb/s egress", err)
+        self.assertEqual(self.k.unprepare([c, too_much]), {c["uid"]: {"error": ""}, too_much["uid"]: {"error": ""}})
+        self.assertEqual(self.ledger_entries(), [])
+        self.assertEqual(self.dra_files(), [])
+
+    def test_unprepare_releases_everything_and_an_unknown_claim_is_a_success(self):
+        c = self.claim("c1", vf_name(VFS[0]))
+        self.assertEqual(self.k.prepare([c])[c["uid"]]["error"], "")
+        unknown = {"namespace": "default", "uid": str(uuid.uuid4()), "name": "never"}
+        self.assertEqual(self.k.unprepare([c, unknown]), {c["uid"]: {"error": ""}, unknown["uid"]: {"error": ""}})
+        self.assertEqual(self.dra_files(), [])
+        # The VF is free again: another pod's claim gets it.
+        again = self.claim("c2", vf_name(VFS[0]), pods=(POD_B,))
+        self.assertEqual(self.k.prepare([again])[again["uid"]]["error"], "")
+
+
+class Attach(KubeletPluginCase):
+    """ADD with the deviceID Multus passes for a DRA-allocated VF."""
+
+    def setUp(self):
+        super().setUp()
+        self.proc = self.driver()
+        self.k = self.fake_kubelet()
+
+    def add(self, vf, pod, cid):
+        ns, path = self.make_pod()
+        conf = dict(self.sriov_conf(vf), pciBusID=vf)
+        args = f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod[0]};K8S_POD_UID={pod[1]}"
+        return conf, path, self.run_plugin("ADD", conf, container_id=cid, netns=path, ifname="net1", args=args)
+
+    def test_add_attaches_the_vf_of_its_pods_prepared_claim_and_refuses_it_to_another_pod(self):
+        c = self.claim("c1", vf_name(VFS[2]))
+        self.assertEqual(self.k.prepare([c])[c["uid"]]["error"], "")
+        _, _, out = self.add(VFS[2], POD_B, "cb")
+        self.assertError(out, 100, "dra", f"deviceID {VFS[2]} is held by ResourceClaim default/c1 (uid {c['uid']})",
+                         "prepared for pod default/pod-a")
+        conf, path, out = self.add(VFS[2], POD_A, "ca")
+        self.assertOk(out)
+        args = f"K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-a;K8S_POD_UID={POD_A[1]}"
+        self.assertOk(self.run_plugin("DEL", conf, container_id="ca", netns=path, ifname="net1", args=args))
+        # DEL leaves the claim to NodeUnprepareResources.
+        self.assertEqual(self.dra_files(), [f"claims/{c['uid']}.json", f"devices/{VFS[2]}"])
+        self.assertEqual(self.k.unprepare([c]), {c["uid"]: {"error": ""}})
+        self.assertEqual(self.dra_files(), [])
+
+
+class CrashSafety(KubeletPluginCase):
+    def test_a_plugin_killed_at_each_step_of_prepare_and_unprepare_leaves_a_prepared_claim_or_nothing(self):
+        for point in ("prepare-after-record", "prepare-after-hold", "unprepare-after-mark", "unprepare-after-release"):
+            with self.subTest(point=point):
+                p = self.driver(extra_env={"TOPOCNI_FAILPOINT": point})
+                k = self.fake_kubelet()
+                c = self.claim(f"c-{point}", vf_name(VFS[0]))
+                got = None
+                try:
+                    got = k.prepare([c])
+                    if point.startswith("unprepare"):
+                        self.assertEqual(got[c["uid"]]["error"], "")
+                        got = k.unprepare([c])
+                except grpc.RpcError:
+                    pass   # the plugin died mid-call, as planned
+                if p.poll() is None:
+                    time.sleep(0.5)
+                self.assertEqual(p.poll(), -9, f"the plugin lived on past {point}: {got}\n{self.log_of(p)}")
+                k.close()
+                # kubelet's retry reaches a new plugin, which recovered first.
+                p2 = self.driver()
+                k2 = self.fake_kubelet()
+                files = self.dra_files()
+                self.assertIn(files, ([], [f"claims/{c['uid']}.json", f"devices/{VFS[0]}"]), point)
+                self.assertEqual(k2.prepare([c])[c["uid"]]["error"], "")
+                self.assertEqual(k2.unprepare([c])[c["uid"]]["error"], "")
+                self.assertEqual(self.dra_files(), [])
+                self.stop(p2)
+                k2.close()
+
+
+if __name__ == "__main__":
+    main()
