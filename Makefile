@@ -1,8 +1,8 @@
 # Front door: `make test` and `make demo` work on a fresh Debian 12 machine as root.
 #   make test           build (test build: failpoints compiled in) and run every test
 #   make demo           attach a pod end to end in throwaway namespaces
-#   make install        install the release binary to $(PREFIX)/topocni
-#   make deb            build a Debian package installing /opt/cni/bin/topocni
+#   make install        install the release binaries to $(PREFIX)/topocni and topocni-dra
+#   make deb            build a Debian package installing /opt/cni/bin/topocni{,-dra}
 BUILD         ?= build
 RELEASE_BUILD ?= build-release
 PREFIX        ?= /opt/cni/bin
@@ -12,7 +12,8 @@ JOBS          ?= $(shell nproc)
 DEB_DEPS := cmake g++ clang libclang-rt-14-dev make pkg-config nlohmann-json3-dev libmnl-dev libcli11-dev doctest-dev libboost-dev libssl-dev libc-ares-dev \
             libnl-3-dev libnl-route-3-dev libyaml-dev \
             openssl iproute2 iputils-ping python3 python3-yaml containernetworking-plugins \
-            podman runc containerd busybox-static time
+            podman runc containerd busybox-static time \
+            libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler python3-grpcio python3-protobuf
 
 # One clang build with ASan and UBSan (build-san/) holds both the libFuzzer targets and the
 # sanitizer build of the whole suite: every source compiled once for the two.
@@ -54,7 +55,7 @@ build: deps
 
 release: deps
 	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release -DTOPOCNI_FAILPOINTS=OFF
-	cmake --build $(RELEASE_BUILD) -j $(JOBS) --target topocni
+	cmake --build $(RELEASE_BUILD) -j $(JOBS) --target topocni topocni-dra
 
 # Every test: unit, integration, and every fuzz target's seeds replayed (fuzz.replay.*),
 # all under ctest.
@@ -84,6 +85,7 @@ demo: release
 
 install: release
 	install -D -m 0755 $(RELEASE_BUILD)/topocni $(DESTDIR)$(PREFIX)/topocni
+	install -D -m 0755 $(RELEASE_BUILD)/topocni-dra $(DESTDIR)$(PREFIX)/topocni-dra
 
 deb: release
 	cd $(RELEASE_BUILD) && cpack -G DEB
