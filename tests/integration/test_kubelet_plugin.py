@@ -8,8 +8,10 @@ from the same vendored .proto files with Debian's python3-grpcio: it registers t
 as kubelet's plugin watcher does and calls it as kubelet's DRA manager does. The claims
 are fakenode.allocated_claim objects in the stand-in API, as the scheduler leaves them.
 """
+import http.client
 import json
 import os
+import ssl
 import subprocess
 import time
 import uuid
@@ -18,7 +20,8 @@ import grpc
 
 from cnitest import BIN, main
 from fakekubelet import FakeKubelet, RegistrationError
-from fakenode import allocated_claim
+from fakenode import allocated_claim, nad_object, socket_in_netns
+from multus_dra import delegates_for
 from test_dra_driver import NODE, PF, VFS, DraDriverCase, vf_name
 
 DRIVER = "topocni.io"
@@ -256,6 +259,61 @@ class Attach(KubeletPluginCase):
         self.assertOk(self.run_plugin("DEL", conf, container_id="ca", netns=path, ifname="net1", args=args))
         # DEL leaves the claim to NodeUnprepareResources.
         self.assertEqual(self.dra_files(), [f"claims/{c['uid']}.json", f"devices/{VFS[2]}"])
+        self.assertEqual(self.k.unprepare([c]), {c["uid"]: {"error": ""}})
+        self.assertEqual(self.dra_files(), [])
+
+
+class MultusPath(KubeletPluginCase):
+    """One pod from its claim to an attached VF, the way Multus (from PR #1492 on) gets
+    there: multus_dra.py re-implements its pkg/draclient and the delegate config it writes."""
+
+    def setUp(self):
+        super().setUp()
+        self.proc = self.driver()
+        self.k = self.fake_kubelet()
+
+    def get(self, path):
+        """Multus's GET, over the node netns's loopback (the stand-in API listens there)."""
+        s = socket_in_netns(self.node)
+        s.settimeout(10)
+        s.connect(("127.0.0.1", self.api.port))
+        ctx = ssl.create_default_context(cafile=os.path.join(self.pki, "ca.crt"))
+        ctx.check_hostname = False
+        c = http.client.HTTPSConnection("127.0.0.1", self.api.port, context=ctx, timeout=10)
+        c.sock = ctx.wrap_socket(s)
+        try:
+            c.request("GET", path, headers={"Authorization": "Bearer dra-token", "Accept": "application/json"})
+            r = c.getresponse()
+            data = r.read()
+        finally:
+            c.close()
+        return r.status, json.loads(data) if data else None
+
+    def test_the_vf_the_scheduler_allocated_reaches_add_as_multus_passes_it_and_is_attached(self):
+        self.wait_for("the VFs are published", lambda: vf_name(VFS[1]) in self.devices()[0], 10, self.proc)
+        config = self.conf(name=f"sr{self.tag}", attachment="sriov", sysfsRoot=self.sysfs, subnet="10.77.0.0/28")
+        nad = nad_object("sriov-fast", config, resource="example.com/sriov_fast")
+        plain = nad_object("sriov-any", config)
+        for n in (nad, plain):
+            self.api.put_nad(n)
+        c = self.claim("pod-a-net1", vf_name(VFS[1]), annotations={"topocni.io/network": "default/sriov-fast"})
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": POD_A[0], "namespace": "default", "uid": POD_A[1]},
+               "spec": {"nodeName": NODE},
+               "status": {"resourceClaimStatuses": [{"name": "net1", "resourceClaimName": "pod-a-net1"}]}}
+        self.api.put_pod(pod)
+        # kubelet prepares before the sandbox starts, so before Multus runs.
+        self.assertEqual(self.k.prepare([c])[c["uid"]]["error"], "")
+        (dev, delegate), (no_dev, _) = delegates_for(self.get, pod, [nad, plain])
+        self.assertEqual(dev, VFS[1])
+        self.assertEqual(no_dev, "", "a NAD without the resourceName annotation gets no deviceID, as in Multus")
+        conf = json.loads(delegate)
+        self.assertEqual((conf["deviceID"], conf["pciBusID"]), (VFS[1], VFS[1]))
+        ns, path = self.make_pod()
+        args = f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={POD_A[0]};K8S_POD_UID={POD_A[1]}"
+        self.assertOk(self.run_plugin("ADD", conf, container_id="ca", netns=path, ifname="net1", args=args))
+        self.assertIn("net1", self.links(ns))
+        self.assertOk(self.run_plugin("DEL", conf, container_id="ca", netns=path, ifname="net1", args=args))
         self.assertEqual(self.k.unprepare([c]), {c["uid"]: {"error": ""}})
         self.assertEqual(self.dra_files(), [])
 
