@@ -233,6 +233,43 @@ class Prepare(KubeletPluginCase):
         self.assertEqual(self.k.prepare([again])[again["uid"]]["error"], "")
 
 
+class Manifests(KubeletPluginCase):
+    def test_the_daemonset_gives_the_plugin_kubelets_two_dirs_and_rbac_grants_the_reads_it_makes(self):
+        import yaml
+        examples = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+        with open(os.path.join(examples, "rbac.yaml")) as f:
+            role = next(d for d in yaml.safe_load_all(f) if d and d["kind"] == "ClusterRole")
+        granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+                   for v in rule["verbs"]}
+        with open(os.path.join(examples, "daemonset.yaml")) as f:
+            ds = next(d for d in yaml.safe_load_all(f) if d and d["kind"] == "DaemonSet")
+        spec = ds["spec"]["template"]["spec"]
+        (dra,) = [c for c in spec["containers"] if "dra-driver" in c["command"]]
+        cmd = dra["command"]
+        host = {v["name"]: v.get("hostPath", {}).get("path") for v in spec["volumes"]}
+        mounts = {m["mountPath"]: m for m in dra["volumeMounts"]}
+        for flag, path in (("--plugin-registration-dir", "/var/lib/kubelet/plugins_registry"),
+                           ("--plugin-dir", "/var/lib/kubelet/plugins/topocni.io")):
+            self.assertEqual(cmd[cmd.index(flag) + 1], path)
+            self.assertEqual(host[mounts[path]["name"]], path, "kubelet dials the socket at the host's path")
+            self.assertFalse(mounts[path].get("readOnly"))
+        state = cmd[cmd.index("--state-dir") + 1]
+        self.assertFalse(mounts[state].get("readOnly"), "the plugin records prepared claims in the state dir")
+        self.driver()
+        k = self.fake_kubelet()
+        nad_conf = {"cniVersion": "1.0.0", "name": "n", "type": "topocni", "attachment": "sriov"}
+        self.api.put_nad(nad_object("n", nad_conf))
+        c = self.claim("c1", vf_name(VFS[0]), annotations={"topocni.io/network": "default/n"})
+        self.assertEqual(k.prepare([c])[c["uid"]]["error"], "")
+        used = {("resource.k8s.io", "resourceclaims", "get") for r in self.claim_gets()}
+        used |= {("k8s.cni.cncf.io", "network-attachment-definitions", "get") for r in self.api.logged()
+                 if r["method"] == "GET" and "/namespaces/default/network-attachment-definitions/" in r["path"]}
+        self.assertEqual(len(used), 2, used)
+        self.assertLessEqual(used, granted)
+        self.assertEqual({g for g in granted if g[1] == "resourceclaims"}, used & {g for g in used if g[1] == "resourceclaims"},
+                         "resourceclaims: read only")
+
+
 class Attach(KubeletPluginCase):
     """ADD with the deviceID Multus passes for a DRA-allocated VF."""
 
