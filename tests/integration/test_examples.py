@@ -180,12 +180,14 @@ class Manifests(unittest.TestCase):
             grants |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
         self.assertEqual(grants, {("", "nodes", "get"), ("", "pods", "get"), ("", "nodes", "patch"),
                                   ("", "nodes", "list"), ("", "nodes", "watch"), ("", "nodes/status", "patch"),
+                                  ("k8s.cni.cncf.io", "network-attachment-definitions", "get"),
                                   ("k8s.cni.cncf.io", "network-attachment-definitions", "list"),
                                   ("k8s.cni.cncf.io", "network-attachment-definitions", "watch"),
                                   ("", "events", "create"), ("", "events", "patch"), ("", "pods/eviction", "create"),
                                   ("resource.k8s.io", "resourceslices", "list"), ("resource.k8s.io", "resourceslices", "create"),
                                   ("resource.k8s.io", "resourceslices", "update"),
-                                  ("resource.k8s.io", "resourceslices", "delete")})
+                                  ("resource.k8s.io", "resourceslices", "delete"),
+                                  ("resource.k8s.io", "resourceclaims", "get")})
 
     def test_the_admission_policy_holds_topocnis_service_account_to_its_own_nodes_facts_annotation(self):
         docs = load_yaml("rbac.yaml")
