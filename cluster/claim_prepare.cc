@@ -442,4 +442,28 @@ std::vector<std::string> Preparer::recover() {
     return did;
 }
 
+std::vector<std::string> Preparer::sweep() {
+    std::vector<std::string> did;
+    std::optional<placement::NodeFacts> f;
+    for (const auto& uid : pc::uids(o_.state_dir)) {
+        std::optional<pc::Record> r;
+        try { r = pc::read(o_.state_dir, uid); } catch (const std::exception&) { continue; }   // recover()'s
+        if (!r || r->state != "prepared") continue;
+        auto got = o_.get("/apis/resource.k8s.io/v1/namespaces/" + r->ns + "/resourceclaims/" + r->name);
+        bool replaced = got.status == 200 && got.body.is_object() &&
+                        got.body.value("/metadata/uid"_json_pointer, std::string{}) != uid;
+        if (got.status != 404 && !replaced) continue;
+        if (!f) f = o_.facts();
+        bool attached = false;
+        for (const auto& d : r->devices)
+            if (d.kind == "vf") attached = attached || (f->vf(d.pci).second && f->vf(d.pci).second->in_use);
+        if (attached) continue;   // its pod still has the VF: kubelet unprepares after the pod
+        release(*r);
+        did.push_back("released " + r->key() + " (uid " + uid + "): the API " +
+                      (replaced ? "has another claim of that name" : "no longer has it"));
+    }
+    for (const auto& d : did) base::log::info("sweep: " + d);
+    return did;
+}
+
 }  // namespace cluster::claims

@@ -102,6 +102,10 @@ public:
     /// Rolls back claims caught preparing and forward claims caught unpreparing (a crash),
     /// and removes index files and ledger entries no record names. Returns what it did.
     std::vector<std::string> recover();
+    /// Releases prepared claims the API no longer has (404, or another UID under the name)
+    /// whose VFs no attachment holds: a claim deleted while the plugin was down is never
+    /// unprepared by kubelet. The API unreachable: nothing is concluded.
+    std::vector<std::string> sweep();
 
 private:
     Answer prepare_fresh(const ClaimRef& ref);

@@ -24,6 +24,7 @@ int serve(const cluster::cmd::PublishOptions& pub, const cluster::cmd::KubeletPl
     o.registration_dir = k.registration_dir;
     o.plugin_dir = k.plugin_dir;
     o.driver = pub.driver;
+    o.sweep_interval = pub.interval;
     o.prepare.node = pub.facts.node;
     o.prepare.driver = pub.driver;
     o.prepare.state_dir = pub.facts.state_dir;

@@ -4,7 +4,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
@@ -44,6 +46,14 @@ public:
     void recover() {
         std::lock_guard lock(mu_);
         prep_.recover();
+    }
+    void sweep() {
+        std::lock_guard lock(mu_);
+        try {
+            prep_.sweep();
+        } catch (const std::exception& e) {
+            base::log::warn(std::string("sweep of prepared claims: ") + e.what());
+        }
     }
 
 private:
@@ -171,6 +181,10 @@ struct Plugin::Impl {
     DraService<V1beta1, v1beta1::DRAPlugin::Service, false> v1beta1_svc{core};
     Registration registration;
     std::unique_ptr<grpc::Server> dra, reg;
+    std::thread sweeper;
+    std::mutex stop_mu;
+    std::condition_variable stop_cv;
+    bool stopping = false;
 
     explicit Impl(Options opt)
         : o(std::move(opt)),
@@ -188,9 +202,24 @@ void Plugin::start() {
     impl_->dra = serve(impl_->dra_sock, {&impl_->v1_svc, &impl_->v1beta1_svc});
     impl_->reg = serve(impl_->reg_sock, {&impl_->registration});
     base::log::info("kubelet plugin: serving " + impl_->dra_sock + ", registered at " + impl_->reg_sock);
+    impl_->sweeper = std::thread([impl = impl_.get()] {
+        auto every = std::chrono::milliseconds(static_cast<long long>(impl->o.sweep_interval * 1000));
+        std::unique_lock lock(impl->stop_mu);
+        while (!impl->stop_cv.wait_for(lock, every, [impl] { return impl->stopping; })) {
+            lock.unlock();
+            impl->core.sweep();
+            lock.lock();
+        }
+    });
 }
 
 void Plugin::stop() {
+    {
+        std::lock_guard lock(impl_->stop_mu);
+        impl_->stopping = true;
+    }
+    impl_->stop_cv.notify_all();
+    if (impl_->sweeper.joinable()) impl_->sweeper.join();
     if (impl_->reg) {
         ::unlink(impl_->reg_sock.c_str());   // kubelet's watcher deregisters us
         impl_->reg->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));

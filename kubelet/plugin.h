@@ -25,6 +25,7 @@ struct Options {
     std::string plugin_dir = "/var/lib/kubelet/plugins/topocni.io";
     std::string driver = "topocni.io";
     cluster::claims::PrepareOptions prepare;
+    double sweep_interval = 60;   ///< seconds between sweeps for claims the API no longer has
 };
 
 /// "<dir>/<name>" when it fits a unix socket address (sun_path: 107 bytes and a NUL);

@@ -300,6 +300,18 @@ class Attach(KubeletPluginCase):
         self.assertEqual(self.dra_files(), [])
 
 
+class Sweep(KubeletPluginCase):
+    def test_a_claim_deleted_while_kubelet_never_unprepared_it_is_released_by_the_sweep(self):
+        p = self.driver(interval=0.5)
+        k = self.fake_kubelet()
+        c = self.claim("c1", vf_name(VFS[0]))
+        kept = self.claim("c2", vf_name(VFS[1]))
+        self.assertEqual(k.prepare([c, kept])[c["uid"]]["error"], "")
+        self.api.delete_claim("default", "c1")
+        self.wait_for("the sweep", lambda: self.dra_files() == [f"claims/{kept['uid']}.json", f"devices/{VFS[1]}"], 5, p)
+        self.wait_for("the sweep's log line", lambda: "sweep: released default/c1" in self.log_of(p), 5, p)
+
+
 class MultusPath(KubeletPluginCase):
     """One pod from its claim to an attached VF, the way Multus (from PR #1492 on) gets
     there: multus_dra.py re-implements its pkg/draclient and the delegate config it writes."""
