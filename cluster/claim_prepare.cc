@@ -302,6 +302,8 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
         if (r.driver == o_.driver) ours.push_back(&r);
     if (ours.empty()) return {};   // no device of ours: nothing to prepare, nothing recorded
     if (rec.pods.empty()) return {{}, claim_text(ref) + " is reserved for no pod"};
+    for (const auto& pod : rec.pods)
+        if (!pc::valid_uid(pod.uid)) return {{}, claim_text(ref) + " is reserved for pod " + pod.name + " with no valid UID"};
 
     placement::NodeFacts f = o_.facts();
     std::vector<std::pair<pc::Device, std::optional<long long>>> planned;
@@ -356,6 +358,15 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
     for (auto& [d, speed] : planned) rec.devices.push_back(d);
     pc::write(o_.state_dir, rec);
     base::failpoint("prepare-after-record");
+    try {
+        return hold(rec, planned);
+    } catch (...) {
+        release(rec);   // an I/O error half-way: nothing stays held
+        throw;
+    }
+}
+
+Answer Preparer::hold(pc::Record& rec, const std::vector<std::pair<pc::Device, std::optional<long long>>>& planned) {
     for (const auto& [d, speed] : planned) {
         std::string refused;
         if (d.kind == "vf") {
@@ -371,9 +382,11 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
         }
         base::failpoint("prepare-after-hold");
     }
+    for (const auto& pod : rec.pods) pc::index_pod(o_.state_dir, pod.uid, rec.uid);
     rec.state = "prepared";
     pc::write(o_.state_dir, rec);
-    base::log::info(claim_text(ref) + " (uid " + ref.uid + ") prepared: " + std::to_string(rec.devices.size()) + " device(s)");
+    base::log::info("ResourceClaim " + rec.key() + " (uid " + rec.uid + ") prepared: " + std::to_string(rec.devices.size()) +
+                    " device(s)");
     return answer_of(rec);
 }
 
@@ -389,6 +402,7 @@ void Preparer::release(const pc::Record& r) {
         if (d.kind == "link" && !d.link.empty()) ledger::remove(o_.state_dir, d.link, pc::kLedgerNetwork, going.uid, d.request);
         base::failpoint("unprepare-after-release");
     }
+    for (const auto& pod : going.pods) pc::unindex_pod(o_.state_dir, pod.uid, going.uid);
     pc::remove(o_.state_dir, going.uid);
 }
 
@@ -431,6 +445,11 @@ std::vector<std::string> Preparer::recover() {
         if (live.count(uid)) continue;
         pc::release_vf(o_.state_dir, pci, uid);
         did.push_back("released VF " + pci + " of no prepared claim (uid " + uid + ")");
+    }
+    for (const auto& [pod, uid] : pc::indexed_pods(o_.state_dir)) {
+        if (live.count(uid)) continue;
+        pc::unindex_pod(o_.state_dir, pod, uid);
+        did.push_back("removed pod index " + pod + " of no prepared claim (uid " + uid + ")");
     }
     for (const auto& link : ledger::links(o_.state_dir))
         for (const auto& e : ledger::entries(o_.state_dir, link))

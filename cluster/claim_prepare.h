@@ -109,6 +109,8 @@ public:
 
 private:
     Answer prepare_fresh(const ClaimRef& ref);
+    Answer hold(placement::prepared_claims::Record& rec,
+                const std::vector<std::pair<placement::prepared_claims::Device, std::optional<long long>>>& planned);
     void release(const placement::prepared_claims::Record& r);
     PrepareOptions o_;
 };

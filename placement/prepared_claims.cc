@@ -13,6 +13,7 @@ namespace {
 
 std::string claims_dir(const std::string& sd) { return root(sd) + "/claims"; }
 std::string devices_dir(const std::string& sd) { return root(sd) + "/devices"; }
+std::string pods_dir(const std::string& sd) { return root(sd) + "/pods"; }
 
 /// A PCI address as a file name: what sysfs names it, nothing that walks a path.
 bool valid_pci(const std::string& pci) {
@@ -170,6 +171,33 @@ std::vector<std::pair<std::string, std::string>> held_vfs(const std::string& sta
     for (auto& name : base::fs::list_dir(devices_dir(state_dir)))
         if (valid_pci(name))
             if (auto h = vf_holder(state_dir, name)) out.emplace_back(name, *h);
+    return out;
+}
+
+void index_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid) {
+    if (!valid_uid(pod_uid) || !valid_uid(claim_uid)) throw base::Error("'" + pod_uid + "' or '" + claim_uid + "' is not a UID");
+    base::fs::create_once(pods_dir(state_dir) + "/" + pod_uid + "/" + claim_uid, "", 0600, 0700);
+}
+
+void unindex_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid) {
+    if (!valid_uid(pod_uid) || !valid_uid(claim_uid)) return;
+    std::string dir = pods_dir(state_dir) + "/" + pod_uid;
+    base::fs::remove_file(dir + "/" + claim_uid);
+    base::fs::remove_dirs({dir});   // when empty: another claim of the pod keeps it
+}
+
+std::vector<std::string> pod_claims(const std::string& state_dir, const std::string& pod_uid) {
+    if (!valid_uid(pod_uid)) return {};
+    std::vector<std::string> out;
+    for (auto& name : base::fs::list_dir(pods_dir(state_dir) + "/" + pod_uid))
+        if (valid_uid(name)) out.push_back(name);
+    return out;
+}
+
+std::vector<std::pair<std::string, std::string>> indexed_pods(const std::string& state_dir) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto& pod : base::fs::list_dir(pods_dir(state_dir)))
+        for (auto& claim : base::fs::list_dir(pods_dir(state_dir) + "/" + pod)) out.emplace_back(pod, claim);
     return out;
 }
 

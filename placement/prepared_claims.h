@@ -8,6 +8,8 @@
 //                            unpreparing), its pods, its devices and what each books
 //   devices/<pci>            a VF held by a claim: the file holds the claim's UID; made
 //                            with create_once, so two claims can never hold one VF
+//   pods/<podUID>/<claimUID> the claims prepared for a pod (empty files): what ADD of a
+//                            pod with no deviceID (a macvlan master's link, a pool) looks up
 // A link device's bandwidth is an entry of the bandwidth ledger (ledger.h) under network
 // kLedgerNetwork, container ID <claimUID>, ifname <request>: node-report, the publisher
 // and ADD's admission count it like any attachment's. No CNI network may be called "dra"
@@ -74,5 +76,13 @@ std::optional<std::string> vf_holder(const std::string& state_dir, const std::st
 void release_vf(const std::string& state_dir, const std::string& pci, const std::string& uid);
 /// Every held VF: (pci, uid).
 std::vector<std::pair<std::string, std::string>> held_vfs(const std::string& state_dir);
+
+/// pods/<pod>/<claim>: the claim is prepared for the pod.
+void index_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid);
+void unindex_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid);
+/// The claims prepared for `pod_uid` (none: one failed stat).
+std::vector<std::string> pod_claims(const std::string& state_dir, const std::string& pod_uid);
+/// Every (pod, claim) in the index.
+std::vector<std::pair<std::string, std::string>> indexed_pods(const std::string& state_dir);
 
 }  // namespace placement::prepared_claims

@@ -59,6 +59,10 @@ class KubeletPluginCase(DraDriverCase):
         root = os.path.join(self.state_dir, "dra")
         return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
 
+    def prepared(self, claim, vf, pod=POD_A):
+        """The files a prepared VF claim leaves: its record, the VF's holder, its pod's index."""
+        return [f"claims/{claim['uid']}.json", f"devices/{vf}", f"pods/{pod[1]}/{claim['uid']}"]
+
     def ledger_entries(self):
         root = os.path.join(self.state_dir, "bandwidth")
         return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs
@@ -133,7 +137,7 @@ class Prepare(KubeletPluginCase):
         self.assertEqual(got[c["uid"]], {"devices": [{"request_names": ["vf"], "pool_name": NODE,
                                                        "device_name": vf_name(VFS[1]), "cdi_device_ids": [],
                                                        "share_id": None}], "error": ""})
-        self.assertEqual(self.dra_files(), [f"claims/{c['uid']}.json", f"devices/{VFS[1]}"])
+        self.assertEqual(self.dra_files(), self.prepared(c, VFS[1]))
         with open(os.path.join(self.state_dir, "dra", "devices", VFS[1])) as f:
             self.assertEqual(f.read(), c["uid"])
         gets = len(self.claim_gets())
@@ -167,7 +171,7 @@ class Prepare(KubeletPluginCase):
         for uid, words in want.items():
             self.assertIn(words, got[uid]["error"])
             self.assertEqual(got[uid]["devices"], [])
-        self.assertEqual(self.dra_files(), [f"claims/{good['uid']}.json", f"devices/{VFS[0]}"],
+        self.assertEqual(self.dra_files(), self.prepared(good, VFS[0]),
                          "a refused claim left a file")
         event = FakeKubelet.describe_event([elsewhere], got)
         self.assertEqual(event, "Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources "
@@ -295,7 +299,7 @@ class Attach(KubeletPluginCase):
         args = f"K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-a;K8S_POD_UID={POD_A[1]}"
         self.assertOk(self.run_plugin("DEL", conf, container_id="ca", netns=path, ifname="net1", args=args))
         # DEL leaves the claim to NodeUnprepareResources.
-        self.assertEqual(self.dra_files(), [f"claims/{c['uid']}.json", f"devices/{VFS[2]}"])
+        self.assertEqual(self.dra_files(), self.prepared(c, VFS[2]))
         self.assertEqual(self.k.unprepare([c]), {c["uid"]: {"error": ""}})
         self.assertEqual(self.dra_files(), [])
 
@@ -308,7 +312,7 @@ class Sweep(KubeletPluginCase):
         kept = self.claim("c2", vf_name(VFS[1]))
         self.assertEqual(k.prepare([c, kept])[c["uid"]]["error"], "")
         self.api.delete_claim("default", "c1")
-        self.wait_for("the sweep", lambda: self.dra_files() == [f"claims/{kept['uid']}.json", f"devices/{VFS[1]}"], 5, p)
+        self.wait_for("the sweep", lambda: self.dra_files() == self.prepared(kept, VFS[1]), 5, p)
         self.wait_for("the sweep's log line", lambda: "sweep: released default/c1" in self.log_of(p), 5, p)
 
 
@@ -367,6 +371,35 @@ class MultusPath(KubeletPluginCase):
         self.assertEqual(self.dra_files(), [])
 
 
+class LinkClaims(KubeletPluginCase):
+    def setUp(self):
+        super().setUp()
+        self.proc = self.driver()
+        self.k = self.fake_kubelet()
+
+    def test_a_pods_link_claim_is_its_macvlan_bandwidth_and_a_plain_add_past_the_link_is_refused(self):
+        gbit = 1_000_000_000
+        c = self.claim("bw", f"link-{self.master}", request="link", shareID="0a",
+                       consumedCapacity={"egressMbps": "6000"})
+        self.assertEqual(self.k.prepare([c])[c["uid"]]["error"], "")
+        conf = self.conf(name=f"mv{self.tag}", attachment="macvlan", master=self.master, sysfsRoot=self.sysfs,
+                         subnet="10.78.0.0/28", bandwidth={"egressRate": 6 * gbit, "egressBurst": 1_000_000})
+        ns, path = self.make_pod()
+        a = f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={POD_A[0]};K8S_POD_UID={POD_A[1]}"
+        self.assertOk(self.run_plugin("ADD", conf, container_id="ca", netns=path, ifname="net1", args=a))
+        self.assertEqual(self.ledger_entries(), [f"{self.master}/dra:{c['uid']}:link.json"],
+                         "the claim's booking is the attachment's: not one more")
+        ns_b, path_b = self.make_pod()
+        b = f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={POD_B[0]};K8S_POD_UID={POD_B[1]}"
+        out = self.run_plugin("ADD", conf, container_id="cb", netns=path_b, ifname="net1", args=b)
+        self.assertError(out, 100, "bandwidth", "12 Gb/s > 10 Gb/s")
+        self.assertOk(self.run_plugin("DEL", conf, container_id="ca", netns=path, ifname="net1", args=a))
+        self.assertEqual(self.ledger_entries(), [f"{self.master}/dra:{c['uid']}:link.json"], "DEL leaves the claim's")
+        self.assertEqual(self.k.unprepare([c]), {c["uid"]: {"error": ""}})
+        self.assertEqual(self.ledger_entries(), [])
+        self.assertEqual(self.dra_files(), [])
+
+
 class CrashSafety(KubeletPluginCase):
     def test_a_plugin_killed_at_each_step_of_prepare_and_unprepare_leaves_a_prepared_claim_or_nothing(self):
         for point in ("prepare-after-record", "prepare-after-hold", "unprepare-after-mark", "unprepare-after-release"):
@@ -390,7 +423,7 @@ class CrashSafety(KubeletPluginCase):
                 p2 = self.driver()
                 k2 = self.fake_kubelet()
                 files = self.dra_files()
-                self.assertIn(files, ([], [f"claims/{c['uid']}.json", f"devices/{VFS[0]}"]), point)
+                self.assertIn(files, ([], self.prepared(c, VFS[0])), point)
                 self.assertEqual(k2.prepare([c])[c["uid"]]["error"], "")
                 self.assertEqual(k2.unprepare([c])[c["uid"]]["error"], "")
                 self.assertEqual(self.dra_files(), [])
