@@ -107,7 +107,8 @@ TEST_CASE("a vf claim is prepared once, answered from its record after, and unpr
     REQUIRE(a.error == "");
     REQUIRE(a.devices.size() == 1);
     CHECK(a.devices[0].request_names == std::vector<std::string>{"vf"});
-    CHECK(fx.files() == std::vector<std::string>{"dra/claims/" + kUid + ".json", "dra/devices/0000:af:02.0"});
+    CHECK(fx.files() == std::vector<std::string>{"dra/claims/" + kUid + ".json", "dra/devices/0000:af:02.0",
+                                                 "dra/pods/" + kPod + "/" + kUid});
     int gets = fx.gets;
     auto again = p.prepare(fx.ref());
     CHECK(again.devices.size() == 1);
