@@ -66,7 +66,8 @@ std::optional<std::pair<long long, long long>> free_bandwidth(const placement::N
     } else {
         return std::nullopt;
     }
-    uint64_t eg = l ? l->egress_bps : 0, in = l ? l->ingress_bps : 0;
+    // DRA claims' bookings are not subtracted: the scheduler subtracts their consumedCapacity.
+    uint64_t eg = l ? l->egress_bps - l->claimed_egress_bps : 0, in = l ? l->ingress_bps - l->claimed_ingress_bps : 0;
     return std::pair{mbps(capacity > eg ? capacity - eg : 0), mbps(capacity > in ? capacity - in : 0)};
 }
 

@@ -14,6 +14,7 @@
 #include "placement/error.h"
 #include "placement/device_usage.h"
 #include "kube/node_cache.h"
+#include "placement/prepared_claims.h"
 #include "placement/topology.h"
 #include "ipam/usage.h"
 #include "netns/sysfs.h"
@@ -238,6 +239,10 @@ void gather_ledger(NodeFacts& f, const std::string& state_dir, const std::string
         if (e.network == network && e.container_id == pod.container_id && e.ifname == pod.ifname) continue;
         l.egress_bps += e.egress_bps;
         l.ingress_bps += e.ingress_bps;
+        if (e.network == prepared_claims::kLedgerNetwork) {
+            l.claimed_egress_bps += e.egress_bps;
+            l.claimed_ingress_bps += e.ingress_bps;
+        }
         if (++l.count <= static_cast<long long>(kSample)) l.sample.push_back(e);
     }
     f.ledgers.push_back(std::move(l));

@@ -67,6 +67,10 @@ struct LedgerFacts {
     std::string link;
     std::optional<ledger::Entry> capacity;     ///< what the last admission counted against
     uint64_t egress_bps = 0, ingress_bps = 0;  ///< committed, all entries
+    /// Of those, what DRA claims booked (prepared_claims.h), read live only (never
+    /// published): the scheduler counts a claim's consumedCapacity itself, so the DRA
+    /// driver's slices must not subtract it again.
+    uint64_t claimed_egress_bps = 0, claimed_ingress_bps = 0;
     long long count = 0;                       ///< entries
     std::vector<ledger::Entry> sample;         ///< the first few, to name them
 };

@@ -218,6 +218,11 @@ class Prepare(KubeletPluginCase):
         with open(os.path.join(self.state_dir, "bandwidth", PF, f"dra:{c['uid']}:link.json")) as f:
             entry = json.load(f)
         self.assertEqual((entry["egressBps"], entry["ingressBps"], entry["pod"]), (5_000_000_000, 2_000_000_000, "default/bw"))
+        # The slices still offer the PF's whole 25 Gb/s: the scheduler subtracts the claim's
+        # consumedCapacity itself (a plain ADD's booking is subtracted: test_dra_driver.py).
+        time.sleep(1.5)   # the publisher has seen the ledger change (inotify) by now
+        pf = self.devices()[0]["pf-0000-af-00-0"]
+        self.assertEqual(pf["capacity"]["egressMbps"]["value"], "25000")
         too_much = self.claim("bw2", "pf-0000-af-00-0", request="link", shareID="0f6d",
                               consumedCapacity={"egressMbps": "21000"})
         err = self.k.prepare([too_much])[too_much["uid"]]["error"]
