@@ -99,6 +99,7 @@ bench: release
 	/usr/bin/python3 bench/extender.py --topocni $(RELEASE_BUILD)/topocni --out bench/results
 	/usr/bin/python3 bench/admission.py --topocni $(RELEASE_BUILD)/topocni --out bench/results
 	/usr/bin/python3 bench/dra.py --topocni $(RELEASE_BUILD)/topocni --out bench/results
+	/usr/bin/python3 bench/dra_kubelet.py --topocni $(RELEASE_BUILD)/topocni --out bench/results
 
 clean:
 	rm -rf $(BUILD) $(RELEASE_BUILD) $(SAN_BUILD) build-asan build-fuzz

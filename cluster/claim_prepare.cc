@@ -3,14 +3,20 @@
 #include <chrono>
 #include <set>
 
+#include <sys/stat.h>
+
 #include "base/error.h"
 #include "base/failpoint.h"
 #include "base/flock.h"
+#include "base/files.h"
 #include "base/log.h"
+#include "cni/attach/sriov_state.h"
 #include "cluster/dra_claims.h"
 #include "cluster/dra_slices.h"
 #include "cluster/parsed.h"
+#include "netns/sysfs.h"
 #include "placement/evaluate.h"
+#include "placement/facts.h"
 #include "placement/ledger.h"
 #include "placement/placement.h"
 
@@ -76,21 +82,56 @@ std::map<std::string, std::string> string_map(const json& j, const std::string& 
 struct Found {
     std::string kind;   ///< "vf", "link", "pool", "" (none)
     std::string pci, link;
-    const placement::VfFacts* vf = nullptr;
-    std::optional<long long> speed_mbps;
+    bool in_use = false;                   ///< vf: an attachment that did not come through DRA holds it
+    std::optional<long long> speed_mbps;   ///< link (a VF's: its PF's)
 };
 
-Found find_device(const placement::NodeFacts& f, const std::string& name) {
-    for (const auto& pf : f.pfs) {
-        for (const auto& vf : pf.vfs)
-            if (dra::device_name("vf", vf.pci) == name) return {"vf", vf.pci, pf.pci, &vf, pf.speed_mbps};
-        if (dra::device_name("pf", pf.pci) == name) return {"link", "", pf.pci, nullptr, pf.speed_mbps};
+/// "0000-af-02-1" back to "0000:af:02.1", when the name is one dra::device_name gave a PCI
+/// address (it maps them one to one).
+std::optional<std::string> pci_of(const std::string& prefix, const std::string& name) {
+    std::string rest = name.substr(prefix.size() + 1);
+    auto a = rest.find('-'), b = rest.find('-', a + 1), c = rest.rfind('-');
+    if (a == std::string::npos || b == std::string::npos || c <= b) return std::nullopt;
+    std::string pci = rest.substr(0, a) + ":" + rest.substr(a + 1, b - a - 1) + ":" + rest.substr(b + 1, c - b - 1) + "." +
+                      rest.substr(c + 1);
+    if (!netns::sysfs::is_pci_address(pci) || dra::device_name(prefix, pci) != name) return std::nullopt;
+    return pci;
+}
+
+/// The device the slices named `name`, found on the node as it is now, and its part of the
+/// node read into `f` (only that part: a prepare reads one VF, not the node's 512).
+Found locate(placement::NodeFacts& f, const std::string& sysfs, const std::string& sd, const std::string& name) {
+    netns::sysfs::Tree tree(sysfs);
+    auto prefixed = [&](const char* p) { return name.rfind(std::string(p) + "-", 0) == 0; };
+    if (prefixed("vf")) {
+        auto pci = pci_of("vf", name);
+        auto pf = pci ? tree.physfn(*pci) : std::nullopt;
+        if (!pf) return {};
+        placement::gather_numa(f, sysfs);
+        placement::gather_pci(f, sysfs, *pf, {}, *pci, false);
+        struct stat st {};
+        bool held = ::stat(cni::state::VfStore(sd).path(*pci).c_str(), &st) == 0;
+        return {"vf", *pci, *pf, held, f.pf(*pf)->speed_mbps};
     }
-    for (const auto& l : f.links)
-        if (dra::device_name("link", l.name) == name) return {"link", "", l.name, nullptr, l.speed_mbps};
-    for (const auto& n : f.networks)
-        for (const auto& s : n.sets)
-            if (dra::device_name("pool", n.name + "-" + s.range_set) == name) return {"pool", "", "", nullptr, {}};
+    if (prefixed("pf")) {
+        auto pci = pci_of("pf", name);
+        if (!pci || !tree.pci_exists(*pci) || tree.physfn(*pci)) return {};
+        placement::gather_pci(f, sysfs, *pci, {}, "", false);
+        return {"link", "", *pci, false, f.pf(*pci)->speed_mbps};
+    }
+    if (prefixed("link")) {
+        // A netdev's name maps to itself unless it has characters a device name cannot hold.
+        std::vector<std::string> candidates{name.substr(5)};
+        if (dra::device_name("link", candidates[0]) != name) candidates = base::fs::list_dir(sysfs + "/class/net");
+        for (const auto& nd : candidates) {
+            struct stat st {};
+            if (dra::device_name("link", nd) != name || ::stat((sysfs + "/class/net/" + nd).c_str(), &st) != 0) continue;
+            placement::gather_link(f, sysfs, nd, "macvlan", false, {});
+            return {"link", "", nd, false, f.link(nd)->speed_mbps};
+        }
+        return {};
+    }
+    if (prefixed("pool")) return {"pool", "", "", false, {}};
     return {};
 }
 
@@ -118,7 +159,7 @@ uint64_t mbps_of(const AllocationResult& r, const Claim& c, const char* name) {
 /// labels (nodeSelector: the scheduler chose this node by them), the pod's CPUs
 /// (numaPolicy: kubelet assigns them after preparing) and bandwidth (a link request books
 /// it).
-std::string recheck(const placement::NodeFacts& f, const json& nad, const std::string& pci, const placement::PodInfo& pod) {
+std::string recheck(placement::NodeFacts& f, const json& nad, const std::string& pci, const placement::PodInfo& pod) {
     auto text = topocni_config_of(nad);
     if (!text) return "";
     PodNetwork::Parsed parsed(*text);
@@ -130,6 +171,8 @@ std::string recheck(const placement::NodeFacts& f, const json& nad, const std::s
     }
     std::optional<ipam::Config> pool;
     try { pool = parsed.kind->pool(parsed.conf); } catch (const base::Error&) {}
+    if (pool && c.placement && c.placement->topology && c.placement->topology->min_free_addresses)
+        placement::gather_pool(f, *pool, c.name, {});
     auto src = placement::published_facts(f, vf_device(pci), {}, {}, pool);
     placement::EvalOptions opt;
     opt.collect_errors = true;
@@ -290,7 +333,6 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
     if (!c.allocated) return {{}, claim_text(ref) + " is not allocated"};
 
     pc::Record rec;
-    rec.state = "preparing";
     rec.uid = ref.uid;
     rec.ns = ref.ns;
     rec.name = ref.name;
@@ -305,12 +347,12 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
     for (const auto& pod : rec.pods)
         if (!pc::valid_uid(pod.uid)) return {{}, claim_text(ref) + " is reserved for pod " + pod.name + " with no valid UID"};
 
-    placement::NodeFacts f = o_.facts();
+    placement::NodeFacts f;   // the claimed devices' part of the node, read live
     std::vector<std::pair<pc::Device, std::optional<long long>>> planned;
     for (const AllocationResult* r : ours) {
         std::string what = "device " + r->pool + "/" + r->device;
         if (r->pool != o_.node) return {{}, what + " is in pool " + r->pool + ", not this node's (" + o_.node + ")"};
-        Found found = find_device(f, r->device);
+        Found found = locate(f, o_.sysfs_root, o_.state_dir, r->device);
         if (found.kind.empty())
             return {{}, what + " is not on this node: no VF, link or address pool of that name (the node changed after "
                                "the scheduler allocated it)"};
@@ -323,9 +365,9 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
                 return {{}, what + ": VF " + found.pci + " is held by ResourceClaim " + (other ? other->key() : "?") +
                                 " (uid " + *holder + ")"};
             }
-            if (found.vf->in_use)
-                return {{}, what + ": VF " + found.pci + " is in use by an attachment" +
-                                (found.vf->pod_uid.empty() ? "" : " of pod " + found.vf->pod_uid) + " that did not come through DRA"};
+            if (found.in_use)
+                return {{}, what + ": VF " + found.pci + " is in use by an attachment that did not come through DRA "
+                                   "(its SR-IOV state record is under the state directory)"};
         } else if (found.kind == "link") {
             d.egress_bps = mbps_of(*r, c, "egressMbps") * 1000000;
             d.ingress_bps = mbps_of(*r, c, "ingressMbps") * 1000000;
@@ -353,11 +395,10 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
         }
     }
 
-    // Write, step by step: the record first (so that a crash below is rolled back), then
-    // each hold, then the record as prepared.
+    // Write, step by step: each hold, then the record. A crash before the record leaves holds
+    // no record names, which recover() takes away when the plugin starts again (kubelet
+    // prepares the claim again); one durable write fewer than marking the record first.
     for (auto& [d, speed] : planned) rec.devices.push_back(d);
-    pc::write(o_.state_dir, rec);
-    base::failpoint("prepare-after-record");
     try {
         return hold(rec, planned);
     } catch (...) {
@@ -383,6 +424,7 @@ Answer Preparer::hold(pc::Record& rec, const std::vector<std::pair<pc::Device, s
         base::failpoint("prepare-after-hold");
     }
     for (const auto& pod : rec.pods) pc::index_pod(o_.state_dir, pod.uid, rec.uid);
+    base::failpoint("prepare-before-record");
     rec.state = "prepared";
     pc::write(o_.state_dir, rec);
     base::log::info("ResourceClaim " + rec.key() + " (uid " + rec.uid + ") prepared: " + std::to_string(rec.devices.size()) +
@@ -457,13 +499,18 @@ std::vector<std::string> Preparer::recover() {
                 ledger::remove(o_.state_dir, link, e.network, e.container_id, e.ifname);
                 did.push_back("removed ledger entry of no prepared claim on " + link + " (uid " + e.container_id + ")");
             }
+    // What a kill -9 in the middle of a write leaves: the temp file beside the target.
+    std::vector<std::string> dirs{pc::root(o_.state_dir) + "/claims", pc::root(o_.state_dir) + "/devices"};
+    for (const auto& pod : base::fs::list_dir(pc::root(o_.state_dir) + "/pods")) dirs.push_back(pc::root(o_.state_dir) + "/pods/" + pod);
+    for (const auto& link : ledger::links(o_.state_dir)) dirs.push_back(ledger::dir(o_.state_dir, link));
+    for (const auto& dir : dirs)
+        for (const auto& t : pc::remove_stale_temps(dir)) did.push_back("removed temp file " + t + " of a killed writer");
     for (const auto& d : did) base::log::info("recovery: " + d);
     return did;
 }
 
 std::vector<std::string> Preparer::sweep() {
     std::vector<std::string> did;
-    std::optional<placement::NodeFacts> f;
     for (const auto& uid : pc::uids(o_.state_dir)) {
         std::optional<pc::Record> r;
         try { r = pc::read(o_.state_dir, uid); } catch (const std::exception&) { continue; }   // recover()'s
@@ -472,10 +519,10 @@ std::vector<std::string> Preparer::sweep() {
         bool replaced = got.status == 200 && got.body.is_object() &&
                         got.body.value("/metadata/uid"_json_pointer, std::string{}) != uid;
         if (got.status != 404 && !replaced) continue;
-        if (!f) f = o_.facts();
         bool attached = false;
+        struct stat st {};
         for (const auto& d : r->devices)
-            if (d.kind == "vf") attached = attached || (f->vf(d.pci).second && f->vf(d.pci).second->in_use);
+            attached = attached || (d.kind == "vf" && ::stat(cni::state::VfStore(o_.state_dir).path(d.pci).c_str(), &st) == 0);
         if (attached) continue;   // its pod still has the VF: kubelet unprepares after the pod
         release(*r);
         did.push_back("released " + r->key() + " (uid " + uid + "): the API " +

@@ -88,8 +88,8 @@ struct PrepareOptions {
     std::string state_dir = "/var/lib/cni/topocni";
     /// GET of an API path (a claim, a NAD).
     std::function<ApiAnswer(const std::string& path)> get;
-    /// This node's facts, read live (what ADD and the publisher read).
-    std::function<placement::NodeFacts()> facts;
+    /// This node's sysfs: the claimed devices are read there, live, as ADD reads them.
+    std::string sysfs_root = "/sys";
 };
 
 class Preparer {

@@ -42,7 +42,7 @@ int serve(const cluster::cmd::PublishOptions& pub, const cluster::cmd::KubeletPl
         }
         return a;
     };
-    o.prepare.facts = [facts = pub.facts] { return cluster::cmd::read_node_facts(facts); };
+    o.prepare.sysfs_root = pub.facts.sysfs_root;
     std::unique_ptr<kubelet_plugin::Plugin> plugin;
     try {
         plugin = std::make_unique<kubelet_plugin::Plugin>(o);   // checks the socket paths

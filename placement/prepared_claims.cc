@@ -1,5 +1,8 @@
 #include "placement/prepared_claims.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <cctype>
 
 #include "base/error.h"
@@ -198,6 +201,23 @@ std::vector<std::pair<std::string, std::string>> indexed_pods(const std::string&
     std::vector<std::pair<std::string, std::string>> out;
     for (auto& pod : base::fs::list_dir(pods_dir(state_dir)))
         for (auto& claim : base::fs::list_dir(pods_dir(state_dir) + "/" + pod)) out.emplace_back(pod, claim);
+    return out;
+}
+
+std::vector<std::string> remove_stale_temps(const std::string& dir) {
+    std::vector<std::string> out;
+    base::UniqueFd at(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!at) return out;
+    for (const auto& name : base::fs::list_names(at.get(), dir)) {
+        auto dot = name.rfind(".tmp.");
+        if (name.empty() || name[0] != '.' || dot == std::string::npos) continue;
+        std::string pid = name.substr(dot + 5);
+        if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+        struct stat st {};
+        if (::stat(("/proc/" + pid).c_str(), &st) == 0) continue;   // its writer is still at it
+        base::fs::remove_at(at.get(), name, dir + "/" + name);
+        out.push_back(dir + "/" + name);
+    }
     return out;
 }
 

@@ -4,8 +4,9 @@
 // that a crash at any step loses nothing and leaks nothing.
 //
 // Under <stateDir>/dra/:
-//   claims/<claimUID>.json   one record per claim: its state (preparing, prepared,
-//                            unpreparing), its pods, its devices and what each books
+//   claims/<claimUID>.json   one record per claim: its state (prepared, unpreparing), its
+//                            pods, its devices and what each books; written after the
+//                            holds below, so a hold no record names is a crash's leftover
 //   devices/<pci>            a VF held by a claim: the file holds the claim's UID; made
 //                            with create_once, so two claims can never hold one VF
 //   pods/<podUID>/<claimUID> the claims prepared for a pod (empty files): what ADD of a
@@ -41,7 +42,9 @@ struct Pod {
 
 struct Record {
     int version = 1;
-    std::string state;                   ///< "preparing", "prepared", "unpreparing"
+    /// "prepared", or "unpreparing" while its holds go; "preparing" (an earlier version's
+    /// mark before the holds) is read and rolled back.
+    std::string state;
     std::string uid, ns, name;           ///< the claim
     std::string network;                 ///< "ns/nad" from the claim's topocni.io/network, if any
     std::vector<Pod> pods;
@@ -82,6 +85,10 @@ void index_pod(const std::string& state_dir, const std::string& pod_uid, const s
 void unindex_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid);
 /// The claims prepared for `pod_uid` (none: one failed stat).
 std::vector<std::string> pod_claims(const std::string& state_dir, const std::string& pod_uid);
+/// Removes the temp files a killed writer left in `dir` (base::fs::write_file's
+/// ".<name>.tmp.<pid>", whose pid is gone); returns them.
+std::vector<std::string> remove_stale_temps(const std::string& dir);
+
 /// Every (pod, claim) in the index.
 std::vector<std::pair<std::string, std::string>> indexed_pods(const std::string& state_dir);
 

@@ -1359,6 +1359,10 @@ class ClusterApi:
 
             def setup(self):
                 super().setup()
+                # As Go's net/http (the API server) does: the headers and the body go out as
+                # two writes, and Nagle would hold the body for the client's delayed ACK (40 ms).
+                if self.connection.family in (socket.AF_INET, socket.AF_INET6):
+                    self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 with api.cond:
                     api.connections.add(self.connection)
 

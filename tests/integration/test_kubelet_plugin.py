@@ -407,7 +407,7 @@ class LinkClaims(KubeletPluginCase):
 
 class CrashSafety(KubeletPluginCase):
     def test_a_plugin_killed_at_each_step_of_prepare_and_unprepare_leaves_a_prepared_claim_or_nothing(self):
-        for point in ("prepare-after-record", "prepare-after-hold", "unprepare-after-mark", "unprepare-after-release"):
+        for point in ("prepare-after-hold", "prepare-before-record", "unprepare-after-mark", "unprepare-after-release"):
             with self.subTest(point=point):
                 p = self.driver(extra_env={"TOPOCNI_FAILPOINT": point})
                 k = self.fake_kubelet()

@@ -31,20 +31,13 @@ json claim_json(const std::string& device, const std::string& pool = "w1", json 
               {"reservedFor", json::array({{{"resource", "pods"}, {"name", "pod-a"}, {"uid", kPod}}})}}}};
 }
 
-placement::NodeFacts node() {
-    placement::NodeFacts f;
-    f.node = "w1";
-    placement::PfFacts pf;
-    pf.pci = "0000:af:00.0";
-    pf.netdev = "ens1";
-    pf.speed_mbps = 25000;
-    for (auto vf : {"0000:af:02.0", "0000:af:02.1"}) pf.vfs.push_back({vf, 1, false, ""});
-    f.pfs.push_back(pf);
-    return f;
-}
-
 struct Fixture {
     support::TempDir tmp{"claims"};
+    Fixture() {
+        tmp.fake_pf("0000:af:00.0", "ens1", 1, "25000");
+        tmp.fake_vf("0000:af:02.0", "0000:af:00.0", 1);
+        tmp.fake_vf("0000:af:02.1", "0000:af:00.0", 1);
+    }
     json claim = claim_json(cluster::dra::device_name("vf", "0000:af:02.0"));
     int gets = 0;
     claims::Preparer prep() {
@@ -59,7 +52,7 @@ struct Fixture {
             a.body = claim;
             return a;
         };
-        o.facts = [] { return node(); };
+        o.sysfs_root = tmp.p("sys");
         return claims::Preparer(o);
     }
     claims::ClaimRef ref() const { return {"default", kUid, "c1"}; }
