@@ -16,7 +16,13 @@ A node netns with a NIC (a veth standing in for it, described by a fake sysfs tr
   7. the scheduler's own books: the node's extended resources as `node-report --publish`
      keeps them in its Node's status, and a pod spec before and after `topocni
      admission-webhook` (requests = limits of bandwidth and an address, the NAD's
-     nodeSelector as required node affinity).
+     nodeSelector as required node affinity);
+  8. Dynamic Resource Allocation: `topocni dra-driver` publishes the node's VFs as
+     ResourceSlices and registers as kubelet's DRA plugin (a fake kubelet over the real
+     gRPC protocol); a claim the scheduler allocated is prepared (re-checked on the node and
+     recorded), a second claim for the same VF is refused with the event kubelet would show,
+     ADD attaches the claimed VF for its pod (the deviceID Multus passes) and refuses it to
+     another pod; DEL and unprepare leave nothing.
 Writes only under a temp dir; removes every namespace it made.
 """
 import json
@@ -289,6 +295,93 @@ def own_books():
         api.stop()
 
 
+def dra():
+    """topocni dra-driver (topocni-dra beside the binary) against a stand-in API on loopback
+    and a fake kubelet; ADD in the node netns as Multus would call it."""
+    import signal
+    import time
+
+    from fakekubelet import FakeKubelet
+    from fakenode import ClusterApi, allocated_claim, write_kubeconfig
+
+    api = ClusterApi(None, token="demo")
+    api.put_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "demo-node", "labels": {}}, "status": {}})
+    kc = write_kubeconfig(os.path.join(tmp, "dra-kubeconfig"), api.url(), token="demo")
+    registry, plugin_dir = os.path.join(tmp, "kubelet", "plugins_registry"), os.path.join(tmp, "kubelet", "plugins", "topocni.io")
+    step("Dynamic Resource Allocation: topocni dra-driver publishes this node's devices and is kubelet's DRA plugin")
+    print(f"$ topocni dra-driver --node demo-node --plugin-registration-dir {registry} --plugin-dir {plugin_dir}")
+    log = open(os.path.join(tmp, "dra-driver.log"), "w")
+    proc = subprocess.Popen([binary, "dra-driver", "--node", "demo-node", "--kubeconfig", kc, "--sysfs-root", sysfs,
+                             "--state-dir", state_dir, "--kubelet-root-dir", tmp, "--plugin-registration-dir", registry,
+                             "--plugin-dir", plugin_dir], stdout=log, stderr=subprocess.STDOUT)
+    k = None
+    try:
+        k = FakeKubelet(registry).wait_registered(timeout=20)
+        print(f"kubelet's plugin watcher: GetInfo -> type {k.info.type}, name {k.info.name}, endpoint "
+              f"{os.path.relpath(k.info.endpoint, tmp)}, versions {list(k.info.supported_versions)}; "
+              f"kubelet speaks {k.version}")
+        deadline = time.monotonic() + 10
+        while not api.resource_slices("demo-node") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        names = [d["name"] for s_ in api.resource_slices("demo-node").values() for d in s_["spec"]["devices"]]
+        print(f"ResourceSlice devices: {', '.join(names)}")
+        vf = "0000:3b:02.1"
+        device = "vf-" + vf.replace(":", "-").replace(".", "-")
+        mine = ("dra-pod", "d0000000-0000-4000-8000-00000000000d")
+        other = ("other-pod", "e0000000-0000-4000-8000-00000000000e")
+        claims = []
+        for name, pod in (("dra-pod-net1", mine), ("other-pod-net1", other)):
+            obj = api.put_claim(allocated_claim("demo", name, "demo-node", [
+                {"request": "vf", "driver": "topocni.io", "pool": "demo-node", "device": device}], [pod]))
+            claims.append({"namespace": "demo", "uid": obj["metadata"]["uid"], "name": name})
+        step(f"kubelet prepares claim dra-pod-net1: the scheduler allocated {device} to pod dra-pod")
+        got = k.prepare([claims[0]])[claims[0]["uid"]]
+        if got["error"]:
+            raise SystemExit(f"prepare failed: {got['error']}")
+        print(f"NodePrepareResources -> {got['devices']}")
+        print("recorded under the state dir:", sorted(os.path.relpath(os.path.join(d, f), state_dir)
+                                                      for d, _, fs in os.walk(os.path.join(state_dir, "dra")) for f in fs))
+        step(f"kubelet prepares claim other-pod-net1, allocated the same VF (a stale allocation)")
+        got = k.prepare([claims[1]])
+        event = FakeKubelet.describe_event([claims[1]], got)
+        if not event:
+            raise SystemExit("the second claim for one VF was prepared")
+        print(f"kubectl describe pod other-pod:  Warning  FailedPrepareDynamicResources  kubelet  {event}")
+        step(f"ADD as Multus calls it for each pod, with the allocated device's deviceID {vf}")
+        conf = {"cniVersion": "1.0.0", "name": "sriov-dra", "type": "topocni", "attachment": "sriov",
+                "stateDir": state_dir, "sysfsRoot": sysfs, "deviceID": vf, "pciBusID": vf}
+        for name, pod in (("dra-pod", mine), ("other-pod", other)):
+            make_pod(name)
+        def add(command, name, pod, expect_ok):
+            env = {"PATH": os.environ["PATH"], "CNI_COMMAND": command, "CNI_CONTAINERID": f"{name}{tag}",
+                   "CNI_NETNS": f"/run/netns/{pods[name]}", "CNI_IFNAME": "net1", "CNI_PATH": "/usr/lib/cni",
+                   "CNI_ARGS": f"K8S_POD_NAMESPACE=demo;K8S_POD_NAME={name};K8S_POD_UID={pod[1]}"}
+            p = subprocess.run(["nsenter", f"--net=/run/netns/{node}", binary], input=json.dumps(conf),
+                               capture_output=True, text=True, env=env)
+            if (p.returncode == 0) != expect_ok:
+                raise SystemExit(f"{command} {name}: exit {p.returncode}: {p.stdout} {p.stderr}")
+            return json.loads(p.stdout) if p.stdout.strip() else None
+        out = add("ADD", "other-pod", other, False)
+        print(f"ADD pod other-pod: refused, code {out['code']}: {out['msg']}\n  evidence: {out['details']}")
+        add("ADD", "dra-pod", mine, True)
+        print(f"ADD pod dra-pod: attached VF {vf} (its claim's)")
+        step("DEL pod dra-pod, then kubelet unprepares its claim; the other claim's unprepare finds nothing")
+        add("DEL", "dra-pod", mine, True)
+        print(f"NodeUnprepareResources -> {k.unprepare(claims)}")
+        left = [os.path.relpath(os.path.join(d, f), state_dir) for d, _, fs in os.walk(os.path.join(state_dir, "dra"))
+                for f in fs]
+        print(f"files left under the state dir's dra/: {left or 'none'}")
+        if left:
+            raise SystemExit("unprepare left something")
+    finally:
+        if k:
+            k.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        log.close()
+        api.stop()
+
+
 try:
     step("a node netns with a 1 Gb/s NIC on NUMA node 0 (a veth, described by a fake sysfs tree with 4 VFs)")
     sh("ip", "netns", "add", node)
@@ -362,9 +455,11 @@ try:
         raise SystemExit("DEL left something behind")
     scheduler_side()
     own_books()
+    dra()
     print("\ndemo finished: one pod attached and shaped, three refused with their reasons, nothing left; "
           "the scheduler extender chose the node where an SR-IOV pod fits, and ADD attached it there; "
-          "the node advertised its network capacities and the webhook wrote the pod's needs into the pod")
+          "the node advertised its network capacities and the webhook wrote the pod's needs into the pod; "
+          "kubelet's DRA plugin prepared the VF the scheduler allocated, ADD attached exactly it, and nothing was left")
 finally:
     for ns in list(pods.values()) + [node]:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)

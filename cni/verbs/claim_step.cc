@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "cni/error.h"
+#include "cni/verbs/placement_step.h"
 #include "placement/prepared_claims.h"
 
 namespace cni {
@@ -25,10 +26,13 @@ std::optional<pc::Record> vf_claim(const Context& ctx, const std::string& pci) {
     std::string whose;
     if (r)
         for (const auto& p : r->pods) whose += (whose.empty() ? "" : ", ") + r->ns + "/" + p.name;
-    throw Error(kPlacement, "placement constraint not met: dra",
-                "dra: deviceID " + pci + " is held by ResourceClaim " + (r ? r->key() : std::string("?")) + " (uid " +
-                    *holder + ")" + (whose.empty() ? "" : " prepared for pod " + whose) +
-                    (pod.empty() ? "; this ADD names no pod (K8S_POD_UID)" : "; not for pod uid " + pod));
+    // A refusal like any placement refusal: code 100, counted, recorded for the refusal agent.
+    enforce(ctx, {{"dra", false, false,
+                   "deviceID " + pci + " is held by ResourceClaim " + (r ? r->key() : std::string("?")) + " (uid " +
+                       *holder + ")" + (whose.empty() ? "" : " prepared for pod " + whose) +
+                       (pod.empty() ? "; this ADD names no pod (K8S_POD_UID)" : "; not for pod uid " + pod)}},
+            true);
+    return std::nullopt;   // not reached: enforce threw
 }
 
 }  // namespace

@@ -43,6 +43,8 @@ void record_refusal(const Context& ctx, const std::vector<std::string>& failed, 
                          std::time(nullptr));
 }
 
+}  // namespace
+
 /// Logs what passed, and throws code 100 naming every constraint that did not; a refused
 /// ADD is counted (placement/refusals.h) for the operator's metrics and recorded for the pod
 /// (refusal_record.h), with no API call.
@@ -70,7 +72,6 @@ void enforce(const Context& ctx, const std::vector<Verdict>& verdicts, bool coun
     throw Error(kPlacement, "placement constraint not met: " + names, details);
 }
 
-}  // namespace
 
 void check_placement(Context& ctx, const placement::Subject& s, bool count_refusals) {
     const conf::NetConf& c = ctx.conf;

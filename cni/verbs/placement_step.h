@@ -13,6 +13,10 @@ namespace cni {
 /// records its refusals (`count_refusals`); CHECK does not.
 void check_placement(Context& ctx, const placement::Subject& s, bool count_refusals);
 
+/// Logs the verdicts that passed and throws code 100 naming every one that did not; with
+/// `count`, the refusal is counted and recorded for the refusal agent (ADD's refusals).
+void enforce(const Context& ctx, const std::vector<placement::Verdict>& verdicts, bool count);
+
 /// ADD, after the nothing-changed checks passed: re-evaluates bandwidth under the link's
 /// ledger lock and commits this attachment's rates (undo registered), so that concurrent
 /// ADDs never overcommit.

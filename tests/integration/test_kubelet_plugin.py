@@ -299,6 +299,9 @@ class Attach(KubeletPluginCase):
         _, _, out = self.add(VFS[2], POD_B, "cb")
         self.assertError(out, 100, "dra", f"deviceID {VFS[2]} is held by ResourceClaim default/c1 (uid {c['uid']})",
                          "prepared for pod default/pod-a")
+        # Counted and recorded like any refusal: the refusal agent tells pod-b why.
+        with open(os.path.join(self.state_dir, "refused", "default_pod-b.json")) as f:
+            self.assertEqual(json.load(f)["constraints"], ["dra"])
         conf, path, out = self.add(VFS[2], POD_A, "ca")
         self.assertOk(out)
         args = f"K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-a;K8S_POD_UID={POD_A[1]}"
