@@ -222,6 +222,13 @@ std::string book_bandwidth(const std::string& sd, const pc::Device& d, const pc:
 
 std::string claim_text(const ClaimRef& ref) { return "ResourceClaim " + ref.ns + "/" + ref.name; }
 
+/// The records' lock: one plugin process at a time (a DaemonSet's rolling update runs the
+/// old and the new pod side by side for a moment).
+base::DirLock lock_records(const std::string& sd) {
+    return base::DirLock::create(pc::root(sd), sd, base::DirLock::Exclusive, std::chrono::seconds(10),
+                                 "another topocni-dra is preparing or unpreparing claims");
+}
+
 }  // namespace
 
 Claim read_claim(const json& j) {
@@ -305,6 +312,7 @@ Answer Preparer::prepare(const ClaimRef& ref) {
     if (ref.ns.empty() || ref.name.empty() || !pc::valid_uid(ref.uid))
         return {{}, "kubelet named no valid claim (namespace '" + ref.ns + "', name '" + ref.name + "', uid '" + ref.uid + "')"};
     try {
+        auto lock = lock_records(o_.state_dir);
         if (auto r = pc::read(o_.state_dir, ref.uid)) {
             if (r->state == "prepared") return answer_of(*r);   // again: the same answer, no API call
             release(*r);   // a crash while preparing or unpreparing: start over
@@ -450,6 +458,7 @@ void Preparer::release(const pc::Record& r) {
 
 std::string Preparer::unprepare(const ClaimRef& ref) {
     try {
+        auto lock = lock_records(o_.state_dir);
         auto r = pc::read(o_.state_dir, ref.uid);
         if (!r) return "";   // never prepared here, or already unprepared: nothing to do
         release(*r);
@@ -461,6 +470,7 @@ std::string Preparer::unprepare(const ClaimRef& ref) {
 }
 
 std::vector<std::string> Preparer::recover() {
+    auto lock = lock_records(o_.state_dir);
     std::vector<std::string> did;
     std::set<std::string> live;
     for (const auto& uid : pc::uids(o_.state_dir)) {
@@ -510,6 +520,7 @@ std::vector<std::string> Preparer::recover() {
 }
 
 std::vector<std::string> Preparer::sweep() {
+    auto lock = lock_records(o_.state_dir);
     std::vector<std::string> did;
     for (const auto& uid : pc::uids(o_.state_dir)) {
         std::optional<pc::Record> r;
