@@ -154,12 +154,12 @@ uint64_t mbps_of(const AllocationResult& r, const Claim& c, const char* name) {
     return *v;
 }
 
-/// The claim's NAD (topocni.io/network) re-checked for VF `pci` on this node's live facts,
-/// with placement's evaluation. What a claim cannot re-check here is left out: the node's
-/// labels (nodeSelector: the scheduler chose this node by them), the pod's CPUs
-/// (numaPolicy: kubelet assigns them after preparing) and bandwidth (a link request books
-/// it).
-std::string recheck(placement::NodeFacts& f, const json& nad, const std::string& pci, const placement::PodInfo& pod) {
+/// The claim's NAD (topocni.io/network) re-checked for `device` (a VF, a master) on this
+/// node's live facts, with placement's evaluation. What a claim cannot re-check here is left
+/// out: the node's labels (nodeSelector: the scheduler chose this node by them), the pod's
+/// CPUs (numaPolicy: kubelet assigns them after preparing), bandwidth (a link request books
+/// it) and a master's attachments (the claim's `attachments` capacity counted them).
+std::string recheck(placement::NodeFacts& f, const json& nad, const placement::Device& device, const placement::PodInfo& pod) {
     auto text = topocni_config_of(nad);
     if (!text) return "";
     PodNetwork::Parsed parsed(*text);
@@ -167,13 +167,16 @@ std::string recheck(placement::NodeFacts& f, const json& nad, const std::string&
     c.bandwidth.reset();
     if (c.placement) {
         c.placement->node_selector.reset();
-        if (c.placement->topology) c.placement->topology->numa_policy = conf::NumaPolicy::None;
+        if (c.placement->topology) {
+            c.placement->topology->numa_policy = conf::NumaPolicy::None;
+            c.placement->topology->max_attachments_per_master.reset();
+        }
     }
     std::optional<ipam::Config> pool;
     try { pool = parsed.kind->pool(parsed.conf); } catch (const base::Error&) {}
     if (pool && c.placement && c.placement->topology && c.placement->topology->min_free_addresses)
         placement::gather_pool(f, *pool, c.name, {});
-    auto src = placement::published_facts(f, vf_device(pci), {}, {}, pool);
+    auto src = placement::published_facts(f, device, {}, {}, pool);
     placement::EvalOptions opt;
     opt.collect_errors = true;
     std::string names, details;
@@ -396,10 +399,18 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
         pod.uid = rec.pods[0].uid;
         pod.pod_namespace = rec.ns;
         pod.pod_name = rec.pods[0].name;
+        bool vf = false;
+        for (const auto& [d, speed] : planned) vf = vf || d.kind == "vf";
         for (const auto& [d, speed] : planned) {
-            if (d.kind != "vf") continue;
-            std::string refused = recheck(f, nad.body, d.pci, pod);
-            if (!refused.empty()) return {{}, "device " + d.pool + "/" + d.device + " (VF " + d.pci + "): " + refused};
+            // A VF, or a master (a link that is a netdev) when the claim has no VF: a PF's
+            // bandwidth beside a VF is the VF's link, judged with the VF.
+            std::string refused;
+            if (d.kind == "vf") refused = recheck(f, nad.body, vf_device(d.pci), pod);
+            else if (d.kind == "link" && !vf && !netns::sysfs::is_pci_address(d.link))
+                refused = recheck(f, nad.body, master_dev(d.link), pod);
+            if (!refused.empty())
+                return {{}, "device " + d.pool + "/" + d.device + " (" + (d.kind == "vf" ? "VF " + d.pci : "master '" + d.link + "'") +
+                                "): " + refused};
         }
     }
 

@@ -306,7 +306,8 @@ class Attach(KubeletPluginCase):
         self.assertOk(out)
         args = f"K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-a;K8S_POD_UID={POD_A[1]}"
         self.assertOk(self.run_plugin("DEL", conf, container_id="ca", netns=path, ifname="net1", args=args))
-        # DEL leaves the claim to NodeUnprepareResources.
+        self.assertOk(self.run_plugin("GC", dict(conf, **{"cni.dev/valid-attachments": []})))
+        # DEL and GC leave the claim to NodeUnprepareResources.
         self.assertEqual(self.dra_files(), self.prepared(c, VFS[2]))
         self.assertEqual(self.k.unprepare([c]), {c["uid"]: {"error": ""}})
         self.assertEqual(self.dra_files(), [])
@@ -405,6 +406,17 @@ class LinkClaims(KubeletPluginCase):
         self.assertEqual(self.ledger_entries(), [f"{self.master}/dra:{c['uid']}:link.json"], "DEL leaves the claim's")
         self.assertEqual(self.k.unprepare([c]), {c["uid"]: {"error": ""}})
         self.assertEqual(self.ledger_entries(), [])
+        self.assertEqual(self.dra_files(), [])
+
+
+    def test_a_masters_claim_is_rechecked_with_its_networks_topology_on_the_live_node(self):
+        nad_conf = {"cniVersion": "1.0.0", "name": "mv-fast", "type": "topocni", "attachment": "macvlan",
+                    "master": self.master, "topology": {"minLinkSpeedMbps": 25000}}
+        self.api.put_nad(nad_object("mv-fast", nad_conf))
+        c = self.claim("mv", f"link-{self.master}", request="link", shareID="0b",
+                       annotations={"topocni.io/network": "default/mv-fast"})
+        err = self.k.prepare([c])[c["uid"]]["error"]
+        self.assertIn(f"(master '{self.master}'): placement constraint not met: topology.minLinkSpeedMbps", err)
         self.assertEqual(self.dra_files(), [])
 
 
