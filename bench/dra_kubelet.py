@@ -18,6 +18,7 @@ NAD and re-checks the VF on the live node.
     bench/dra_kubelet.py --quick ...     20 claims, 100 cycles (the ctest smoke test)
 """
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -59,8 +60,9 @@ def name(prefix, pci):
     return prefix + "-" + pci.replace(":", "-").replace(".", "-")
 
 
-def claims(api, vfs, n):
-    out = []
+def claim_objects(vfs, n):
+    """The claims as the scheduler leaves them (UIDs fixed here), and kubelet's references."""
+    objs, refs = [], []
     for i in range(n):
         pf, vf = vfs[i]
         results = [{"request": "vf", "driver": "topocni.io", "pool": NODE, "device": name("vf", vf)}]
@@ -68,10 +70,23 @@ def claims(api, vfs, n):
             results.append({"request": "link", "driver": "topocni.io", "pool": NODE, "device": name("pf", pf),
                             "shareID": f"{i:04x}", "consumedCapacity": {"egressMbps": "100"}})
         pod = (f"pod-{i}", f"00000000-0000-4000-8000-{i:012x}")
-        obj = api.put_claim(allocated_claim("default", f"claim-{i}", NODE, results, [pod],
-                                            annotations={"topocni.io/network": "default/bnet"}))
-        out.append({"namespace": "default", "uid": obj["metadata"]["uid"], "name": f"claim-{i}"})
-    return out
+        uid = f"c1a10000-0000-4000-8000-{i:012x}"
+        objs.append(allocated_claim("default", f"claim-{i}", NODE, results, [pod],
+                                    annotations={"topocni.io/network": "default/bnet"}, uid=uid))
+        refs.append({"namespace": "default", "uid": uid, "name": f"claim-{i}"})
+    return objs, refs
+
+
+def serve_api(tmp, objects, conn):
+    """The stand-in API in a process of its own: in the bench's process, its threads and the
+    fake kubelet's would share one interpreter lock, and the bench would time that."""
+    node, nad, claims = objects
+    api, kubeconfig = start_api(tmp, nodes=[node], nads=[nad])
+    for c in claims:
+        api.put_claim(c)
+    conn.send(kubeconfig)
+    conn.recv()   # until the bench is done
+    api.stop()
 
 
 class Plugin:
@@ -85,9 +100,11 @@ class Plugin:
                      "--plugin-registration-dir", self.registry,
                      "--plugin-dir", os.path.join(tmp, "kubelet", "plugins", "topocni.io")]
         self.proc = self.k = None
+        self.log = os.path.join(tmp, "plugin.log")
 
     def start(self):
-        self.proc = subprocess.Popen(self.args, stderr=subprocess.DEVNULL)
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(self.args, stderr=log)
         self.k = FakeKubelet(self.registry).wait_registered(timeout=20)
 
     def kill(self):
@@ -107,6 +124,20 @@ class Plugin:
                     raise RuntimeError("the plugin failed a call and lives on") from None
                 self.k.close()
                 self.start()
+
+
+def in_plugin(log, call, skip):
+    """The plugin's own time per call, from its log lines ("NodePrepareResources: 1 claim(s)
+    in 2.41 ms"), after the first `skip` of them: what the call costs without gRPC's and the
+    fake kubelet's share."""
+    with open(log) as f:
+        ms = [float(line.split(" in ")[-1].split()[0]) for line in f if f"{call}: " in line]
+    return ms[skip:]
+
+
+def stats(ms):
+    return {"calls": len(ms), "p50_ms": round(percentile(ms, 50), 2), "p99_ms": round(percentile(ms, 99), 2),
+            "max_ms": round(max(ms), 2)}
 
 
 def timed(fn, xs):
@@ -140,8 +171,12 @@ def run(args):
         net = {"cniVersion": "1.0.0", "name": "bnet", "type": "topocni", "attachment": "sriov",
                "topology": {"minLinkSpeedMbps": 25000}}
         node = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": NODE, "uid": "u", "labels": {}}, "status": {}}
-        api, kubeconfig = start_api(tmp, nodes=[node], nads=[nad_object("bnet", net)])
-        cs = claims(api, vfs, args.claims)
+        objs, cs = claim_objects(vfs, args.claims)
+        ours, theirs = multiprocessing.Pipe()
+        server = multiprocessing.get_context("fork").Process(
+            target=serve_api, args=(tmp, (node, nad_object("bnet", net), objs), theirs), daemon=True)
+        server.start()
+        kubeconfig = ours.recv()
         plugin = Plugin(binary, tmp, kubeconfig, sysfs, state)
         plugin.start()
         res = {"node": {"pfs": PFS, "vfs": len(vfs), "claims": len(cs)}}
@@ -149,8 +184,12 @@ def run(args):
         res["prepare_again"] = timed(lambda c: plugin.k.prepare([c])[c["uid"]], cs)
         res["memory"] = memory(plugin.proc.pid)
         res["unprepare"] = timed(lambda c: plugin.k.unprepare([c])[c["uid"]], cs)
+        prepares = in_plugin(plugin.log, "NodePrepareResources", 0)
+        res["in_plugin"] = {"prepare": stats(prepares[:len(cs)]), "prepare_again": stats(prepares[len(cs):2 * len(cs)]),
+                            "unprepare": stats(in_plugin(plugin.log, "NodeUnprepareResources", 0)[:len(cs)])}
         # Reported, not asserted (no timing is, anywhere): the issue's target is p99 <= 5 ms.
         res["prepare"]["p99_within_5ms"] = res["prepare"]["p99_ms"] <= 5
+        res["in_plugin"]["prepare"]["p99_within_5ms"] = res["in_plugin"]["prepare"]["p99_ms"] <= 5
         # Crash cycles: a claim prepared then unprepared is a cycle; kill -9 at random moments.
         rng = random.Random(31)
         kills, done, t0 = 0, 0, time.monotonic()
@@ -183,7 +222,8 @@ def run(args):
         plugin.k.close()
         res["exit_status"] = stop(plugin.proc)
         plugin = None
-        api.stop()
+        ours.send("done")
+        server.join(timeout=10)
         return res
     finally:
         if plugin and plugin.proc and plugin.proc.poll() is None:
@@ -198,12 +238,16 @@ def quick(args):
 
 
 def markdown(res):
-    p, a, u, c = res["prepare"], res["prepare_again"], res["unprepare"], res["crash_cycles"]
+    c, i = res["crash_cycles"], res["in_plugin"]
+
+    def row(name, k):
+        x, y = res[k], i[k]
+        return (f"| {name} | {x['p50_ms']} / {x['p99_ms']} / {x['max_ms']} | "
+                f"{y['p50_ms']} / {y['p99_ms']} / {y['max_ms']} |\n")
     return (f"# topocni-dra, kubelet's DRA plugin: {res['node']['claims']} claims on {res['node']['vfs']} VFs\n\n"
-            f"| figure | p50 / p99 / max (ms) |\n|---|---|\n"
-            f"| NodePrepareResources, first | {p['p50_ms']} / {p['p99_ms']} / {p['max_ms']} |\n"
-            f"| NodePrepareResources, again | {a['p50_ms']} / {a['p99_ms']} / {a['max_ms']} |\n"
-            f"| NodeUnprepareResources | {u['p50_ms']} / {u['p99_ms']} / {u['max_ms']} |\n\n"
+            f"| call | as the fake kubelet times it: p50 / p99 / max (ms) | in the plugin |\n|---|---|---|\n"
+            + row("NodePrepareResources, first", "prepare") + row("NodePrepareResources, again", "prepare_again")
+            + row("NodeUnprepareResources", "unprepare") + "\n"
             f"Memory: {res['memory'].get('VmHWM')} peak, {res['memory'].get('VmRSS')} now, "
             f"{res['memory'].get('Threads')} threads.\n\n"
             f"Crash cycles: {c['cycles']} prepare/unprepare cycles, {c['kills']} kill -9, {c['seconds']} s; "

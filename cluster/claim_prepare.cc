@@ -225,6 +225,12 @@ std::string book_bandwidth(const std::string& sd, const pc::Device& d, const pc:
 
 std::string claim_text(const ClaimRef& ref) { return "ResourceClaim " + ref.ns + "/" + ref.name; }
 
+bool has_entry(const std::string& sd, const std::string& link, const std::string& uid, const std::string& request) {
+    for (const auto& e : ledger::entries(sd, link))
+        if (e.network == pc::kLedgerNetwork && e.container_id == uid && e.ifname == request) return true;
+    return false;
+}
+
 /// The records' lock: one plugin process at a time (a DaemonSet's rolling update runs the
 /// old and the new pod side by side for a moment).
 base::DirLock lock_records(const std::string& sd) {
@@ -499,6 +505,23 @@ std::vector<std::string> Preparer::recover() {
         if (!r) continue;
         if (r->state == "prepared") {
             live.insert(uid);
+            // Its holds and index entries, again where a power loss took them (they are not
+            // synced; the record is).
+            for (const auto& d : r->devices) {
+                if (d.kind == "vf" && !d.pci.empty()) {
+                    if (auto other = pc::hold_vf(o_.state_dir, d.pci, uid))
+                        base::log::warn("recovery: VF " + d.pci + " of " + r->key() + " (uid " + uid + ") is held by claim uid " + *other);
+                }
+                if (d.kind == "link" && (d.egress_bps || d.ingress_bps) &&
+                    !has_entry(o_.state_dir, d.link, uid, d.request)) {
+                    ledger::Entry e{pc::kLedgerNetwork, uid, d.request, d.egress_bps, d.ingress_bps, 0, 1.0, ""};
+                    e.pod = r->key();
+                    base::fs::mkdir_p(ledger::dir(o_.state_dir, d.link), 0700);
+                    ledger::commit(o_.state_dir, d.link, e);
+                    did.push_back("booked again " + r->key() + "'s bandwidth on " + d.link);
+                }
+            }
+            for (const auto& pod : r->pods) pc::index_pod(o_.state_dir, pod.uid, uid);
             continue;
         }
         release(*r);

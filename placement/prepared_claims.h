@@ -6,9 +6,12 @@
 // Under <stateDir>/dra/:
 //   claims/<claimUID>.json   one record per claim: its state (prepared, unpreparing), its
 //                            pods, its devices and what each books; written after the
-//                            holds below, so a hold no record names is a crash's leftover
-//   devices/<pci>            a VF held by a claim: the file holds the claim's UID; made
-//                            with create_once, so two claims can never hold one VF
+//                            holds below, so a hold no record names is a crash's leftover.
+//                            The one durable write of a prepare: the holds and the index
+//                            are created atomically but not synced, and rebuilt from the
+//                            records when the plugin starts (a power loss may lose them)
+//   devices/<pci>            a VF held by a claim: the file holds the claim's UID; linked
+//                            into place exclusively, so two claims can never hold one VF
 //   pods/<podUID>/<claimUID> the claims prepared for a pod (empty files): what ADD of a
 //                            pod with no deviceID (a macvlan master's link, a pool) looks up
 // A link device's bandwidth is an entry of the bandwidth ledger (ledger.h) under network

@@ -45,6 +45,16 @@ class KubeletPluginCase(DraDriverCase):
     def plugin_flags(self):
         return ["--plugin-registration-dir", self.registry, "--plugin-dir", self.plugin_dir]
 
+    def start_plugin(self):
+        """The plugin and a registered fake kubelet (self.proc, self.k), from a setUp: a
+        failure here runs tearDown, which unittest skips when setUp fails, so nothing leaks."""
+        try:
+            self.proc = self.driver()
+            self.k = self.fake_kubelet()
+        except BaseException:
+            self.tearDown()
+            raise
+
     def fake_kubelet(self, **kw):
         k = FakeKubelet(self.registry, **kw)
         self.kubelets.append(k)
@@ -127,8 +137,7 @@ class Registration(KubeletPluginCase):
 class Prepare(KubeletPluginCase):
     def setUp(self):
         super().setUp()
-        self.proc = self.driver()
-        self.k = self.fake_kubelet()
+        self.start_plugin()
 
     def test_an_allocated_vf_claim_is_prepared_recorded_and_answered_the_same_way_again_without_an_api_call(self):
         c = self.claim("c1", vf_name(VFS[1]))
@@ -284,8 +293,7 @@ class Attach(KubeletPluginCase):
 
     def setUp(self):
         super().setUp()
-        self.proc = self.driver()
-        self.k = self.fake_kubelet()
+        self.start_plugin()
 
     def add(self, vf, pod, cid):
         ns, path = self.make_pod()
@@ -331,8 +339,7 @@ class MultusPath(KubeletPluginCase):
 
     def setUp(self):
         super().setUp()
-        self.proc = self.driver()
-        self.k = self.fake_kubelet()
+        self.start_plugin()
 
     def get(self, path):
         """Multus's GET, over the node netns's loopback (the stand-in API listens there)."""
@@ -383,8 +390,7 @@ class MultusPath(KubeletPluginCase):
 class LinkClaims(KubeletPluginCase):
     def setUp(self):
         super().setUp()
-        self.proc = self.driver()
-        self.k = self.fake_kubelet()
+        self.start_plugin()
 
     def test_a_pods_link_claim_is_its_macvlan_bandwidth_and_a_plain_add_past_the_link_is_refused(self):
         gbit = 1_000_000_000

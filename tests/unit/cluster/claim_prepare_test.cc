@@ -142,6 +142,17 @@ TEST_CASE("a claim caught preparing is rolled back and one caught unpreparing is
     CHECK(fx.files().empty());
 }
 
+TEST_CASE("holds and index entries a power loss took are rebuilt from the records at start") {
+    Fixture fx;
+    auto p = fx.prep();
+    REQUIRE(p.prepare(fx.ref()).error == "");
+    auto before = fx.files();
+    fs::remove(fx.tmp.p("state/dra/devices/0000:af:02.0"));
+    fs::remove_all(fx.tmp.p("state/dra/pods"));
+    p.recover();
+    CHECK(fx.files() == before);
+}
+
 TEST_CASE("two claims never hold one vf") {
     support::TempDir tmp{"claims"};
     CHECK_FALSE(pc::hold_vf(tmp.path(), "0000:af:02.0", "u1"));
