@@ -190,7 +190,8 @@ std::string recheck(placement::NodeFacts& f, const json& nad, const placement::D
 
 /// What is committed on `link` by everything but claim `uid`, and the capacity admission
 /// counts against (0: unknown).
-std::string book_bandwidth(const std::string& sd, const pc::Device& d, const pc::Record& r, std::optional<long long> speed_mbps) {
+std::string book_bandwidth(const std::string& sd, const pc::Device& d, const pc::Record& r, std::optional<long long> speed_mbps,
+                           double overcommit) {
     auto lock = base::DirLock::create(ledger::dir(sd, d.link), sd, base::DirLock::Exclusive, std::chrono::seconds(10),
                                       "an ADD is admitting bandwidth on this link");
     uint64_t eg = 0, in = 0;
@@ -205,7 +206,8 @@ std::string book_bandwidth(const std::string& sd, const pc::Device& d, const pc:
         cap = static_cast<uint64_t>(static_cast<double>(c->capacity_bps) * c->overcommit);
         source = c->capacity_source;
     } else if (speed_mbps && *speed_mbps > 0) {
-        cap = static_cast<uint64_t>(*speed_mbps) * 1000000;
+        // What the slices offered: the link speed x dra-driver's --bandwidth-overcommit.
+        cap = static_cast<uint64_t>(static_cast<double>(*speed_mbps) * 1e6 * overcommit);
         source = "link speed";
     }
     auto over = [&](uint64_t used, uint64_t want) { return cap && used + want > cap; };
@@ -439,7 +441,7 @@ Answer Preparer::hold(pc::Record& rec, const std::vector<std::pair<pc::Device, s
             if (auto holder = pc::hold_vf(o_.state_dir, d.pci, rec.uid))
                 refused = "device " + d.pool + "/" + d.device + ": VF " + d.pci + " is held by claim uid " + *holder;
         } else if (d.kind == "link" && (d.egress_bps || d.ingress_bps)) {
-            refused = book_bandwidth(o_.state_dir, d, rec, speed);
+            refused = book_bandwidth(o_.state_dir, d, rec, speed, o_.bandwidth_overcommit);
             if (!refused.empty()) refused = "device " + d.pool + "/" + d.device + ": " + refused;
         }
         if (!refused.empty()) {

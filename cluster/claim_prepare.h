@@ -90,6 +90,9 @@ struct PrepareOptions {
     std::function<ApiAnswer(const std::string& path)> get;
     /// This node's sysfs: the claimed devices are read there, live, as ADD reads them.
     std::string sysfs_root = "/sys";
+    /// A link's capacity when no ADD recorded one: its speed x this, as the slices offer it
+    /// (dra-driver's --bandwidth-overcommit).
+    double bandwidth_overcommit = 1.0;
 };
 
 class Preparer {

@@ -43,6 +43,7 @@ int serve(const cluster::cmd::PublishOptions& pub, const cluster::cmd::KubeletPl
         return a;
     };
     o.prepare.sysfs_root = pub.facts.sysfs_root;
+    o.prepare.bandwidth_overcommit = pub.devices.bandwidth_overcommit;
     std::unique_ptr<kubelet_plugin::Plugin> plugin;
     try {
         plugin = std::make_unique<kubelet_plugin::Plugin>(o);   // checks the socket paths

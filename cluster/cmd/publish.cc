@@ -107,6 +107,7 @@ public:
     void replace_node(const std::vector<json>& items) {
         std::lock_guard<std::mutex> l(mu_);
         node_ = items.empty() ? json() : items.front();
+        pending_.reset();   // a LIST is newer than anything sent before it
         node_listed_ = true;
         changed = true;
     }
@@ -115,18 +116,34 @@ public:
         if (e.type == "DELETED") node_ = json();
         else if (e.type == "ADDED" || e.type == "MODIFIED") node_ = e.object;
         else return;
+        if (pending_) {
+            // A watch delivers changes in order: until it brings the version our patch made,
+            // an event is older than the patch (our own facts annotation PATCH, say), and the
+            // status it carries must not undo what was sent (the next patch would remove a
+            // resource that is gone already: 422).
+            if (resource_version(node_) == pending_->version || std::chrono::steady_clock::now() > pending_->until) {
+                pending_.reset();
+            } else if (node_.is_object()) {
+                node_["status"]["capacity"] = pending_->capacity;
+                node_["status"]["allocatable"] = pending_->allocatable;
+            }
+        }
         changed = true;
     }
-    /// The capacity just sent, until the watch brings the Node back with it. `read_version`:
-    /// the resourceVersion of the Node the patch was made from. When the watch brought
-    /// another version meanwhile (our own patch, or a change after it such as kubelet
-    /// resetting the status), that one is newer than what was sent: it stays, and the
-    /// next step compares with it.
-    void sent(const std::string& read_version, const json& capacity, const json& allocatable) {
+    /// The capacity just sent, until the watch brings the Node back with it: `patched`, the
+    /// Node as the PATCH left it, is the view now, and stays over older events until the
+    /// watch brings this version (or 30 s passed: a watch that resumed past it).
+    void sent(const json& patched, const json& capacity, const json& allocatable) {
         std::lock_guard<std::mutex> l(mu_);
-        if (!node_.is_object() || resource_version(node_) != read_version) return;
+        if (!patched.is_object() || resource_version(patched).empty()) return;
+        // The watch brought this version already: the view has it.
+        if (node_.is_object() && resource_version(node_) == resource_version(patched)) return;
+        // Otherwise what the watch brought so far is older than the patch (it delivers in order).
+        node_ = patched;
         node_["status"]["capacity"] = capacity;
         node_["status"]["allocatable"] = allocatable;
+        pending_ = Pending{resource_version(patched), capacity, allocatable,
+                           std::chrono::steady_clock::now() + std::chrono::seconds(30)};
     }
     bool synced() const {
         std::lock_guard<std::mutex> l(mu_);
@@ -150,6 +167,12 @@ private:
     cluster::NadInformer nads_;   // thread-safe itself
     json node_;
     bool node_listed_ = false;
+    struct Pending {
+        std::string version;
+        json capacity, allocatable;
+        std::chrono::steady_clock::time_point until;
+    };
+    std::optional<Pending> pending_;   ///< our last status patch, until the watch brings it
 };
 
 std::map<std::string, std::string> labels_of(const json& node) {
@@ -265,7 +288,6 @@ private:
     void keep_capacities(const placement::NodeFacts& f, const std::vector<cluster::PodNetwork>& nets) {
         json node = view_->node();
         if (!node.is_object()) return;   // not there (yet): the watch brings it
-        const std::string read_version = ClusterView::resource_version(node);
         cluster::Resources want = cluster::capacities(nets, f, labels_of(node));
         json status = node.value("status", json::object());
         if (!status.is_object()) status = json::object();
@@ -302,9 +324,9 @@ private:
                 }
         }
         if (patch.empty()) return;
-        client_->patch("/api/v1/nodes/" + kube::url_escape(o_.facts.node) + "/status", patch, "application/json-patch+json",
-                       "node '" + o_.facts.node + "' status", "nodes");
-        view_->sent(read_version, after[0], after[1]);
+        json patched = client_->patch("/api/v1/nodes/" + kube::url_escape(o_.facts.node) + "/status", patch,
+                                      "application/json-patch+json", "node '" + o_.facts.node + "' status", "nodes");
+        view_->sent(patched, after[0], after[1]);
         base::log::info("extended resources of node '" + o_.facts.node + "': " + (said.empty() ? "allocatable updated" : said));
     }
 
