@@ -209,7 +209,7 @@ void write_all(int fd, const std::string& data, const std::string& path) {
 /// umask's), in its directory, created (`dir_mode`) when missing; the directories
 /// made are added to `created`. Returns its name.
 std::string synced_temp_beside(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode,
-                               std::vector<std::string>& created) {
+                               std::vector<std::string>& created, bool durable = true) {
     std::string dir = parent_of(path);
     for (auto& d : make_dirs(dir, dir_mode)) created.push_back(d);
     std::string tmp = dir + "/." + path.substr(dir.size() + 1) + ".tmp." + std::to_string(::getpid());
@@ -223,7 +223,7 @@ std::string synced_temp_beside(const std::string& path, const std::string& data,
     try {
         if (::fchmod(fd.get(), mode) < 0) fail_io("set the mode of", tmp, errno);
         write_all(fd.get(), data, tmp);
-        if (::fsync(fd.get()) < 0) fail_io("sync", tmp, errno);
+        if (durable && ::fsync(fd.get()) < 0) fail_io("sync", tmp, errno);
     } catch (...) {
         ::unlink(tmp.c_str());
         throw;
@@ -245,10 +245,10 @@ std::vector<std::string> write_file(const std::string& path, const std::string& 
     return created;
 }
 
-bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode) {
+bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode, bool durable) {
     std::vector<std::string> created;   // the caller knows them (missing_dirs) before
     // The mode is part of the contract (the device-info spec says 0444).
-    std::string tmp = synced_temp_beside(path, data, mode, dir_mode, created);
+    std::string tmp = synced_temp_beside(path, data, mode, dir_mode, created, durable);
     // link() fails with EEXIST instead of replacing, unlike rename(): a file that appeared
     // meanwhile (the runtime's copy of the device plugin's) wins.
     int rc = ::link(tmp.c_str(), path.c_str());
@@ -256,7 +256,7 @@ bool create_once(const std::string& path, const std::string& data, unsigned mode
     ::unlink(tmp.c_str());
     if (rc < 0 && err == EEXIST) return false;
     if (rc < 0) fail_io("create", path, err);
-    sync_dir(parent_of(path));
+    if (durable) sync_dir(parent_of(path));
     return true;
 }
 

@@ -62,8 +62,9 @@ std::vector<std::string> write_file(const std::string& path, const std::string& 
 std::optional<std::string> read_file(const std::string& path);
 /// Creates `path` with `data` unless it exists (never replaces): temp file, fsync, link,
 /// fsync of the directory, which is created (`dir_mode`) when missing. False when the
-/// file already existed.
-bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode);
+/// file already existed. Not `durable`: the same without the two fsyncs (still atomic: a
+/// reader sees the whole content or no file), for files rebuilt from others after a crash.
+bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode, bool durable = true);
 /// The directories mkdir -p of `dir` would create now, outermost first.
 std::vector<std::string> missing_dirs(const std::string& dir);
 /// Removes `path` and fsyncs its directory; a missing file is fine.

@@ -109,9 +109,7 @@ Found locate(placement::NodeFacts& f, const std::string& sysfs, const std::strin
         if (!pf) return {};
         placement::gather_numa(f, sysfs);
         placement::gather_pci(f, sysfs, *pf, {}, *pci, false);
-        struct stat st {};
-        bool held = ::stat(cni::state::VfStore(sd).path(*pci).c_str(), &st) == 0;
-        return {"vf", *pci, *pf, held, f.pf(*pf)->speed_mbps};
+        return {"vf", *pci, *pf, cni::state::VfStore(sd).holds(*pci), f.pf(*pf)->speed_mbps};
     }
     if (prefixed("pf")) {
         auto pci = pci_of("pf", name);
@@ -429,7 +427,7 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
     try {
         return hold(rec, planned);
     } catch (...) {
-        release(rec);   // an I/O error half-way: nothing stays held
+        drop_holds(rec);   // an I/O error half-way: nothing stays held (no record was written)
         throw;
     }
 }
@@ -445,7 +443,7 @@ Answer Preparer::hold(pc::Record& rec, const std::vector<std::pair<pc::Device, s
             if (!refused.empty()) refused = "device " + d.pool + "/" + d.device + ": " + refused;
         }
         if (!refused.empty()) {
-            release(rec);
+            drop_holds(rec);   // no record was written: only the holds taken so far go
             return {{}, refused};
         }
         base::failpoint("prepare-after-hold");
@@ -460,19 +458,23 @@ Answer Preparer::hold(pc::Record& rec, const std::vector<std::pair<pc::Device, s
 }
 
 void Preparer::release(const pc::Record& r) {
-    pc::Record going = r;
-    if (going.state != "unpreparing") {
+    if (r.state != "unpreparing") {
+        pc::Record going = r;
         going.state = "unpreparing";
         pc::write(o_.state_dir, going);
         base::failpoint("unprepare-after-mark");
     }
-    for (const auto& d : going.devices) {
-        if (d.kind == "vf" && !d.pci.empty()) pc::release_vf(o_.state_dir, d.pci, going.uid);
-        if (d.kind == "link" && !d.link.empty()) ledger::remove(o_.state_dir, d.link, pc::kLedgerNetwork, going.uid, d.request);
+    drop_holds(r);
+    pc::remove(o_.state_dir, r.uid);
+}
+
+void Preparer::drop_holds(const pc::Record& r) {
+    for (const auto& d : r.devices) {
+        if (d.kind == "vf" && !d.pci.empty()) pc::release_vf(o_.state_dir, d.pci, r.uid);
+        if (d.kind == "link" && !d.link.empty()) ledger::remove(o_.state_dir, d.link, pc::kLedgerNetwork, r.uid, d.request);
         base::failpoint("unprepare-after-release");
     }
-    for (const auto& pod : going.pods) pc::unindex_pod(o_.state_dir, pod.uid, going.uid);
-    pc::remove(o_.state_dir, going.uid);
+    for (const auto& pod : r.pods) pc::unindex_pod(o_.state_dir, pod.uid, r.uid);
 }
 
 std::string Preparer::unprepare(const ClaimRef& ref) {
@@ -518,8 +520,7 @@ std::vector<std::string> Preparer::recover() {
                     !has_entry(o_.state_dir, d.link, uid, d.request)) {
                     ledger::Entry e{pc::kLedgerNetwork, uid, d.request, d.egress_bps, d.ingress_bps, 0, 1.0, ""};
                     e.pod = r->key();
-                    base::fs::mkdir_p(ledger::dir(o_.state_dir, d.link), 0700);
-                    ledger::commit(o_.state_dir, d.link, e);
+                    ledger::commit(o_.state_dir, d.link, e);   // write_file makes the link's directory
                     did.push_back("booked again " + r->key() + "'s bandwidth on " + d.link);
                 }
             }
@@ -566,10 +567,9 @@ std::vector<std::string> Preparer::sweep() {
         bool replaced = got.status == 200 && got.body.is_object() &&
                         got.body.value("/metadata/uid"_json_pointer, std::string{}) != uid;
         if (got.status != 404 && !replaced) continue;
+        cni::state::VfStore attachments(o_.state_dir);
         bool attached = false;
-        struct stat st {};
-        for (const auto& d : r->devices)
-            attached = attached || (d.kind == "vf" && ::stat(cni::state::VfStore(o_.state_dir).path(d.pci).c_str(), &st) == 0);
+        for (const auto& d : r->devices) attached = attached || (d.kind == "vf" && attachments.holds(d.pci));
         if (attached) continue;   // its pod still has the VF: kubelet unprepares after the pod
         release(*r);
         did.push_back("released " + r->key() + " (uid " + uid + "): the API " +

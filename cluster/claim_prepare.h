@@ -114,7 +114,10 @@ private:
     Answer prepare_fresh(const ClaimRef& ref);
     Answer hold(placement::prepared_claims::Record& rec,
                 const std::vector<std::pair<placement::prepared_claims::Device, std::optional<long long>>>& planned);
+    /// Unprepare: the record marked unpreparing, its holds dropped, the record removed.
     void release(const placement::prepared_claims::Record& r);
+    /// The VF holds, ledger entries and pod index entries of `r` (those it holds), nothing else.
+    void drop_holds(const placement::prepared_claims::Record& r);
     PrepareOptions o_;
 };
 

@@ -20,31 +20,6 @@ std::string devices_dir(const std::string& sd) { return root(sd) + "/devices"; }
 std::string pods_dir(const std::string& sd) { return root(sd) + "/pods"; }
 
 /// A PCI address as a file name: what sysfs names it, nothing that walks a path.
-/// Creates `path` holding `data` unless it exists, atomically (a temp file linked into
-/// place: a reader sees the whole content or no file) but not durably: these files are
-/// rebuilt from the records at start (Preparer::recover), so only the record pays an fsync.
-bool create_exclusive(const std::string& path, const std::string& data) {
-    auto slash = path.rfind('/');
-    std::string dir = path.substr(0, slash);
-    base::fs::mkdir_p(dir, 0700);
-    std::string tmp = dir + "/." + path.substr(slash + 1) + ".tmp." + std::to_string(::getpid());
-    {
-        base::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-        if (!fd) base::fs::fail_io("create", tmp, errno);
-        if (!data.empty() && ::write(fd.get(), data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
-            int err = errno;
-            ::unlink(tmp.c_str());
-            base::fs::fail_io("write", tmp, err);
-        }
-    }
-    int rc = ::link(tmp.c_str(), path.c_str());
-    int err = errno;
-    ::unlink(tmp.c_str());
-    if (rc == 0) return true;
-    if (err == EEXIST) return false;
-    base::fs::fail_io("create", path, err);
-}
-
 bool valid_pci(const std::string& pci) {
     if (pci.empty() || pci.size() > 32) return false;
     for (unsigned char c : pci)
@@ -177,7 +152,8 @@ std::optional<std::string> hold_vf(const std::string& state_dir, const std::stri
     std::string path = devices_dir(state_dir) + "/" + need_pci(pci);
     // Released between the two calls: try again (a holder only ever releases, never hands over).
     for (int attempt = 0; attempt < 3; ++attempt) {
-        if (create_exclusive(path, uid)) return std::nullopt;
+        // Not synced: holds are rebuilt from the records at start (Preparer::recover).
+        if (base::fs::create_once(path, uid, 0600, 0700, false)) return std::nullopt;
         auto holder = vf_holder(state_dir, pci);
         if (holder) return *holder == uid ? std::nullopt : holder;
     }
@@ -208,7 +184,7 @@ std::vector<std::pair<std::string, std::string>> held_vfs(const std::string& sta
 
 void index_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid) {
     if (!valid_uid(pod_uid) || !valid_uid(claim_uid)) throw base::Error("'" + pod_uid + "' or '" + claim_uid + "' is not a UID");
-    create_exclusive(pods_dir(state_dir) + "/" + pod_uid + "/" + claim_uid, "");
+    base::fs::create_once(pods_dir(state_dir) + "/" + pod_uid + "/" + claim_uid, "", 0600, 0700, false);
 }
 
 void unindex_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid) {

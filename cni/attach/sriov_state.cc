@@ -143,6 +143,11 @@ std::optional<base::DirLock> VfStore::lock(const netns::sysfs::Tree& tree, const
     return base::DirLock(dir, "VF " + pci, timeout);
 }
 
+bool VfStore::holds(const std::string& pci) const {
+    struct stat st {};
+    return ::stat(path(pci).c_str(), &st) == 0;
+}
+
 std::optional<VfRecord> VfStore::read(const std::string& pci) const {
     auto text = base::fs::read_file(path(pci));
     if (!text) return std::nullopt;

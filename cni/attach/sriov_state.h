@@ -59,6 +59,8 @@ public:
     /// the VF no longer exists, so there is nothing on it to serialise.
     std::optional<base::DirLock> lock(const netns::sysfs::Tree& tree, const std::string& pci,
                              std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
+    /// Whether VF `pci` has a record, that is, an attachment holds it (one stat, nothing read).
+    bool holds(const std::string& pci) const;
     /// nullopt when there is no record; throws when it cannot be read.
     std::optional<VfRecord> read(const std::string& pci) const;
     /// Returns the directories it created (see write_file).
