@@ -33,8 +33,10 @@ CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/"
 class KubeletPluginCase(DraDriverCase):
     def setUp(self):
         super().setUp()
-        self.registry = os.path.join(self.tmp, "kubelet", "plugins_registry")
-        self.plugin_dir = os.path.join(self.tmp, "kubelet", "plugins", DRIVER)
+        # kubelet's directories beside the test's temp dir, not in it: its file snapshots
+        # (cnitest's files()) read files, and a socket is none.
+        self.registry = os.path.join(self.fixture, "kubelet", "plugins_registry")
+        self.plugin_dir = os.path.join(self.fixture, "kubelet", "plugins", DRIVER)
         self.kubelets = []
 
     def tearDown(self):
@@ -295,18 +297,25 @@ class Attach(KubeletPluginCase):
         super().setUp()
         self.start_plugin()
 
-    def add(self, vf, pod, cid):
+    def add(self, vf, pod, cid, before=None):
+        """ADD of `vf` for `pod` in a new pod netns; `before` (a dict) gets every file of the
+        test's temp dir as it was just before the ADD."""
         ns, path = self.make_pod()
         conf = dict(self.sriov_conf(vf), pciBusID=vf)
         args = f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod[0]};K8S_POD_UID={pod[1]}"
+        if before is not None:
+            before.update(self.files())
         return conf, path, self.run_plugin("ADD", conf, container_id=cid, netns=path, ifname="net1", args=args)
 
     def test_add_attaches_the_vf_of_its_pods_prepared_claim_and_refuses_it_to_another_pod(self):
         c = self.claim("c1", vf_name(VFS[2]))
         self.assertEqual(self.k.prepare([c])[c["uid"]]["error"], "")
-        _, _, out = self.add(VFS[2], POD_B, "cb")
+        before = {}
+        conf_b, _, out = self.add(VFS[2], POD_B, "cb", before)
         self.assertError(out, 100, "dra", f"deviceID {VFS[2]} is held by ResourceClaim default/c1 (uid {c['uid']})",
                          "prepared for pod default/pod-a")
+        # Every file under dataDir and stateDir as it was, but the refusal's counter and record.
+        self.assertOnlyRefusalCounted(before, out, conf_b["name"])
         # Counted and recorded like any refusal: the refusal agent tells pod-b why.
         with open(os.path.join(self.state_dir, "refused", "default_pod-b.json")) as f:
             self.assertEqual(json.load(f)["constraints"], ["dra"])
