@@ -233,15 +233,15 @@ std::string synced_temp_beside(const std::string& path, const std::string& data,
 
 }  // namespace
 
-std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode) {
+std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode, bool durable) {
     std::vector<std::string> created;
-    std::string tmp = synced_temp_beside(path, data, mode, 0700, created);
+    std::string tmp = synced_temp_beside(path, data, mode, 0700, created, durable);
     if (::rename(tmp.c_str(), path.c_str()) < 0) {
         int err = errno;
         ::unlink(tmp.c_str());
         fail_io("replace", path, err);
     }
-    sync_dir(parent_of(path));
+    if (durable) sync_dir(parent_of(path));
     return created;
 }
 
@@ -289,12 +289,12 @@ std::vector<std::string> missing_dirs(const std::string& dir) {
     return out;
 }
 
-void remove_file(const std::string& path) {
+void remove_file(const std::string& path, bool durable) {
     if (::unlink(path.c_str()) < 0) {
         if (errno == ENOENT) return;
         fail_io("remove", path, errno);
     }
-    sync_dir(parent_of(path));
+    if (durable) sync_dir(parent_of(path));
 }
 
 std::vector<std::string> list_dir(const std::string& path) {

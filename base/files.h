@@ -56,8 +56,10 @@ std::vector<std::string> list_files(int at, const std::string& shown);
 
 /// Replaces `path` atomically and durably: write a temp file beside it, fsync, rename,
 /// fsync the directory. Creates the directory (0700) when missing and returns the
-/// directories it created, outermost first. FileError on failure.
-std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode = 0600);
+/// directories it created, outermost first. FileError on failure. Not `durable`: the same
+/// without the two fsyncs (still atomic), for files rebuilt from others after a crash.
+std::vector<std::string> write_file(const std::string& path, const std::string& data, unsigned mode = 0600,
+                                    bool durable = true);
 /// Content of `path`; nullopt when it does not exist. FileError on other errors.
 std::optional<std::string> read_file(const std::string& path);
 /// Creates `path` with `data` unless it exists (never replaces): temp file, fsync, link,
@@ -67,7 +69,7 @@ std::optional<std::string> read_file(const std::string& path);
 bool create_once(const std::string& path, const std::string& data, unsigned mode, unsigned dir_mode, bool durable = true);
 /// The directories mkdir -p of `dir` would create now, outermost first.
 std::vector<std::string> missing_dirs(const std::string& dir);
-/// Removes `path` and fsyncs its directory; a missing file is fine.
-void remove_file(const std::string& path);
+/// Removes `path` and fsyncs its directory (not `durable`: without); a missing file is fine.
+void remove_file(const std::string& path, bool durable = true);
 
 }  // namespace base::fs

@@ -219,7 +219,7 @@ std::string book_bandwidth(const std::string& sd, const pc::Device& d, const pc:
     }
     ledger::Entry e{pc::kLedgerNetwork, r.uid, d.request, d.egress_bps, d.ingress_bps, cap, 1.0, source};
     e.pod = r.key();
-    ledger::commit(sd, d.link, e);
+    ledger::commit(sd, d.link, e, /*durable=*/false);   // rebuilt from the record after a crash (recover)
     return "";
 }
 
@@ -395,8 +395,10 @@ Answer Preparer::prepare_fresh(const ClaimRef& ref) {
     if (!rec.network.empty()) {
         auto slash = rec.network.find('/');
         if (slash == std::string::npos) return {{}, "annotation " + std::string(dra::kNetworkAnnotation) + " '" + rec.network + "' is not namespace/name"};
-        auto nad = o_.get("/apis/k8s.cni.cncf.io/v1/namespaces/" + rec.network.substr(0, slash) +
-                          "/network-attachment-definitions/" + rec.network.substr(slash + 1));
+        std::shared_ptr<const json> cached = o_.cached_nad ? o_.cached_nad(rec.network) : nullptr;
+        auto nad = cached ? ApiAnswer{200, *cached, ""}
+                          : o_.get("/apis/k8s.cni.cncf.io/v1/namespaces/" + rec.network.substr(0, slash) +
+                                   "/network-attachment-definitions/" + rec.network.substr(slash + 1));
         if (nad.status == 0) return {{}, "API unreachable reading NetworkAttachmentDefinition " + rec.network + ": " + nad.error};
         if (nad.status != 200)
             return {{}, "NetworkAttachmentDefinition " + rec.network + " (the claim's " + dra::kNetworkAnnotation + "): " +
@@ -448,10 +450,11 @@ Answer Preparer::hold(pc::Record& rec, const std::vector<std::pair<pc::Device, s
         }
         base::failpoint("prepare-after-hold");
     }
-    for (const auto& pod : rec.pods) pc::index_pod(o_.state_dir, pod.uid, rec.uid);
+    if (rec.books_bandwidth())   // what ADD looks up by pod; one file fewer for a VF's claim
+        for (const auto& pod : rec.pods) pc::index_pod(o_.state_dir, pod.uid, rec.uid);
     base::failpoint("prepare-before-record");
     rec.state = "prepared";
-    pc::write(o_.state_dir, rec);
+    pc::create(o_.state_dir, rec);   // prepare() found none (or released the last one) under the lock
     base::log::info("ResourceClaim " + rec.key() + " (uid " + rec.uid + ") prepared: " + std::to_string(rec.devices.size()) +
                     " device(s)");
     return answer_of(rec);
@@ -471,7 +474,8 @@ void Preparer::release(const pc::Record& r) {
 void Preparer::drop_holds(const pc::Record& r) {
     for (const auto& d : r.devices) {
         if (d.kind == "vf" && !d.pci.empty()) pc::release_vf(o_.state_dir, d.pci, r.uid);
-        if (d.kind == "link" && !d.link.empty()) ledger::remove(o_.state_dir, d.link, pc::kLedgerNetwork, r.uid, d.request);
+        if (d.kind == "link" && !d.link.empty())
+            ledger::remove(o_.state_dir, d.link, pc::kLedgerNetwork, r.uid, d.request, /*durable=*/false);
         base::failpoint("unprepare-after-release");
     }
     for (const auto& pod : r.pods) pc::unindex_pod(o_.state_dir, pod.uid, r.uid);
@@ -493,6 +497,8 @@ std::string Preparer::unprepare(const ClaimRef& ref) {
 std::vector<std::string> Preparer::recover() {
     auto lock = lock_records(o_.state_dir);
     std::vector<std::string> did;
+    for (const auto& dir : pc::drop_nested_index(o_.state_dir))
+        did.push_back("removed an earlier version's pod index " + dir + " (indexed again from the records)");
     std::set<std::string> live;
     for (const auto& uid : pc::uids(o_.state_dir)) {
         std::optional<pc::Record> r;
@@ -520,11 +526,12 @@ std::vector<std::string> Preparer::recover() {
                     !has_entry(o_.state_dir, d.link, uid, d.request)) {
                     ledger::Entry e{pc::kLedgerNetwork, uid, d.request, d.egress_bps, d.ingress_bps, 0, 1.0, ""};
                     e.pod = r->key();
-                    ledger::commit(o_.state_dir, d.link, e);   // write_file makes the link's directory
+                    ledger::commit(o_.state_dir, d.link, e, false);   // write_file makes the link's directory
                     did.push_back("booked again " + r->key() + "'s bandwidth on " + d.link);
                 }
             }
-            for (const auto& pod : r->pods) pc::index_pod(o_.state_dir, pod.uid, uid);
+            if (r->books_bandwidth())
+                for (const auto& pod : r->pods) pc::index_pod(o_.state_dir, pod.uid, uid);
             continue;
         }
         release(*r);
@@ -543,12 +550,12 @@ std::vector<std::string> Preparer::recover() {
     for (const auto& link : ledger::links(o_.state_dir))
         for (const auto& e : ledger::entries(o_.state_dir, link))
             if (e.network == pc::kLedgerNetwork && !live.count(e.container_id)) {
-                ledger::remove(o_.state_dir, link, e.network, e.container_id, e.ifname);
+                ledger::remove(o_.state_dir, link, e.network, e.container_id, e.ifname, false);
                 did.push_back("removed ledger entry of no prepared claim on " + link + " (uid " + e.container_id + ")");
             }
     // What a kill -9 in the middle of a write leaves: the temp file beside the target.
-    std::vector<std::string> dirs{pc::root(o_.state_dir) + "/claims", pc::root(o_.state_dir) + "/devices"};
-    for (const auto& pod : base::fs::list_dir(pc::root(o_.state_dir) + "/pods")) dirs.push_back(pc::root(o_.state_dir) + "/pods/" + pod);
+    std::vector<std::string> dirs{pc::root(o_.state_dir) + "/claims", pc::root(o_.state_dir) + "/devices",
+                                  pc::root(o_.state_dir) + "/pods"};
     for (const auto& link : ledger::links(o_.state_dir)) dirs.push_back(ledger::dir(o_.state_dir, link));
     for (const auto& dir : dirs)
         for (const auto& t : pc::remove_stale_temps(dir)) did.push_back("removed temp file " + t + " of a killed writer");

@@ -88,6 +88,10 @@ struct PrepareOptions {
     std::string state_dir = "/var/lib/cni/topocni";
     /// GET of an API path (a claim, a NAD).
     std::function<ApiAnswer(const std::string& path)> get;
+    /// The NAD "<namespace>/<name>" from a watch cache, if the caller keeps one and it has
+    /// the NAD (else null: it is read with `get`). A NAD changes rarely and the publisher
+    /// watches them anyway: a GET fewer per prepare.
+    std::function<std::shared_ptr<const nlohmann::json>(const std::string& key)> cached_nad;
     /// This node's sysfs: the claimed devices are read there, live, as ADD reads them.
     std::string sysfs_root = "/sys";
     /// A link's capacity when no ADD recorded one: its speed x this, as the slices offer it

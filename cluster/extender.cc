@@ -13,7 +13,7 @@ namespace {
 
 using json = nlohmann::json;
 
-[[noreturn]] void bad(const std::string& why) { throw cni::Error(cni::kDecodingFailure, "ExtenderArgs: " + why); }
+[[noreturn]] void bad_args(const std::string& why) { throw cni::Error(cni::kDecodingFailure, "ExtenderArgs: " + why); }
 
 /// The member `key` of `j` as Go's encoding/json finds it: the exact name, else any that
 /// matches it ignoring case.
@@ -67,7 +67,7 @@ using base::json_text::same_key;
 /// One Node of Nodes.items: its name, resourceVersion, labels and facts annotation, and
 /// its bytes. Members are taken in order, a later one overriding an earlier (Go's way).
 NodeItem read_node(Reader& r) {
-    if (r.peek() != Reader::Kind::Object) bad("Nodes.items: a node that is not an object");
+    if (r.peek() != Reader::Kind::Object) bad_args("Nodes.items: a node that is not an object");
     NodeItem n;
     size_t start = r.offset();
     std::string key, mkey, akey;
@@ -145,7 +145,7 @@ void read_pod(Reader& r, PodRef& p) {
 
 namespace {
 
-[[noreturn]] void too_many() { bad("more than " + std::to_string(kMaxNodesPerRequest) + " nodes in one request"); }
+[[noreturn]] void too_many() { bad_args("more than " + std::to_string(kMaxNodesPerRequest) + " nodes in one request"); }
 
 }  // namespace
 
@@ -155,7 +155,7 @@ ExtenderArgs parse_extender_args(std::string body) {
     Reader r(*a.body);
     bool have_pod = false;
     try {
-        if (r.peek() != Reader::Kind::Object) bad("not a JSON object");
+        if (r.peek() != Reader::Kind::Object) bad_args("not a JSON object");
         r.begin_object();
         std::string key, nkey;
         while (r.next_member(key)) {
@@ -172,7 +172,7 @@ ExtenderArgs parse_extender_args(std::string body) {
             } else if (same_key(key, "Nodes")) {
                 a.nodes.reset();
                 if (r.null()) continue;
-                if (r.peek() != Reader::Kind::Object) bad("Nodes: not a NodeList");
+                if (r.peek() != Reader::Kind::Object) bad_args("Nodes: not a NodeList");
                 a.nodes.emplace();
                 bool have_items = false;
                 r.begin_object();
@@ -184,23 +184,23 @@ ExtenderArgs parse_extender_args(std::string body) {
                     have_items = true;
                     a.nodes->clear();
                     if (r.null()) continue;
-                    if (r.peek() != Reader::Kind::Array) bad("Nodes: not a NodeList");
+                    if (r.peek() != Reader::Kind::Array) bad_args("Nodes: not a NodeList");
                     r.begin_array();
                     while (r.next_element()) {
                         if (a.nodes->size() >= kMaxNodesPerRequest) too_many();
                         a.nodes->push_back(read_node(r));
                     }
                 }
-                if (!have_items) bad("Nodes: not a NodeList");
+                if (!have_items) bad_args("Nodes: not a NodeList");
             } else if (same_key(key, "NodeNames")) {
                 a.node_names.reset();
                 if (r.null()) continue;
-                if (r.peek() != Reader::Kind::Array) bad("NodeNames: not a list");
+                if (r.peek() != Reader::Kind::Array) bad_args("NodeNames: not a list");
                 a.node_names.emplace();
                 r.begin_array();
                 while (r.next_element()) {
                     if (a.node_names->size() >= kMaxNodesPerRequest) too_many();
-                    if (r.peek() != Reader::Kind::String) bad("NodeNames: a name that is not a string");
+                    if (r.peek() != Reader::Kind::String) bad_args("NodeNames: a name that is not a string");
                     a.node_names->push_back(r.string());
                 }
             } else {
@@ -209,10 +209,10 @@ ExtenderArgs parse_extender_args(std::string body) {
         }
         r.end();
     } catch (const base::json_text::SyntaxError& e) {
-        bad(std::string("not a JSON object: ") + e.what());
+        bad_args(std::string("not a JSON object: ") + e.what());
     }
-    if (!have_pod) bad("Pod: missing or not an object");
-    if (!a.nodes && !a.node_names) bad("neither Nodes nor NodeNames");
+    if (!have_pod) bad_args("Pod: missing or not an object");
+    if (!a.nodes && !a.node_names) bad_args("neither Nodes nor NodeNames");
     return a;
 }
 

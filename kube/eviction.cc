@@ -11,24 +11,24 @@ using json = nlohmann::json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& where, const std::string& why) {
+[[noreturn]] void bad_pod(const std::string& where, const std::string& why) {
     throw Error(Error::Kind::Invalid, "Pod object: " + where + ": " + why);
 }
 
 std::string need_string(const json& j, const char* key, const std::string& where) {
     auto it = j.find(key);
     if (it == j.end() || !it->is_string() || it->get<std::string>().empty())
-        bad(where + "." + key, "missing, or not a non-empty string");
+        bad_pod(where + "." + key, "missing, or not a non-empty string");
     return it->get<std::string>();
 }
 
 }  // namespace
 
 PodView pod_view(const json& pod) {
-    if (!pod.is_object()) bad("(top)", "not an object");
-    if (auto k = pod.find("kind"); k != pod.end() && (!k->is_string() || *k != "Pod")) bad("kind", "not Pod");
+    if (!pod.is_object()) bad_pod("(top)", "not an object");
+    if (auto k = pod.find("kind"); k != pod.end() && (!k->is_string() || *k != "Pod")) bad_pod("kind", "not Pod");
     auto md = pod.find("metadata");
-    if (md == pod.end() || !md->is_object()) bad("metadata", "missing, or not an object");
+    if (md == pod.end() || !md->is_object()) bad_pod("metadata", "missing, or not an object");
     PodView v;
     v.name = need_string(*md, "name", "metadata");
     v.uid = need_string(*md, "uid", "metadata");
@@ -36,13 +36,13 @@ PodView pod_view(const json& pod) {
     if (auto dt = md->find("deletionTimestamp"); dt != md->end() && !dt->is_null()) v.terminating = true;
     auto owners = md->find("ownerReferences");
     if (owners == md->end() || owners->is_null()) return v;
-    if (!owners->is_array()) bad("metadata.ownerReferences", "not an array");
+    if (!owners->is_array()) bad_pod("metadata.ownerReferences", "not an array");
     for (size_t i = 0; i < owners->size(); ++i) {
         const json& o = (*owners)[i];
         std::string where = "metadata.ownerReferences[" + std::to_string(i) + "]";
-        if (!o.is_object()) bad(where, "not an object");
+        if (!o.is_object()) bad_pod(where, "not an object");
         auto c = o.find("controller");
-        if (c != o.end() && !c->is_null() && !c->is_boolean()) bad(where + ".controller", "not a boolean");
+        if (c != o.end() && !c->is_null() && !c->is_boolean()) bad_pod(where + ".controller", "not a boolean");
         if (c == o.end() || !c->is_boolean() || !c->get<bool>()) continue;
         // apimachinery allows one controller reference; the first one found counts.
         if (v.controller) continue;

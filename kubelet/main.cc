@@ -17,8 +17,11 @@
 namespace {
 
 /// The publisher on this thread, the kubelet plugin on gRPC's, until SIGTERM.
-int serve(const cluster::cmd::PublishOptions& pub, const cluster::cmd::KubeletPluginFlags& k) {
+int serve(cluster::cmd::PublishOptions pub, const cluster::cmd::KubeletPluginFlags& k) {
     if (!k.enabled) return cluster::cmd::publish_until_signal(pub);
+    // The publisher's NAD watch, read by the plugin too: a claim's NAD without a GET.
+    auto nads = std::make_shared<cluster::NadInformer>();
+    pub.nads = nads;
     base::log::configure("info", "");
     kubelet_plugin::Options o;
     o.registration_dir = k.registration_dir;
@@ -41,6 +44,9 @@ int serve(const cluster::cmd::PublishOptions& pub, const cluster::cmd::KubeletPl
             a.error = e.what();
         }
         return a;
+    };
+    o.prepare.cached_nad = [nads](const std::string& key) {
+        return nads->synced() ? nads->store().get(key) : nullptr;
     };
     o.prepare.sysfs_root = pub.facts.sysfs_root;
     o.prepare.bandwidth_overcommit = pub.devices.bandwidth_overcommit;

@@ -56,12 +56,13 @@ std::vector<Entry> entries(const std::string& state_dir, const std::string& link
     return out;
 }
 
-void commit(const std::string& state_dir, const std::string& link, const Entry& e) {
+void commit(const std::string& state_dir, const std::string& link, const Entry& e, bool durable) {
     nlohmann::json j = {{"network", e.network},       {"containerID", e.container_id}, {"ifname", e.ifname},
                         {"egressBps", e.egress_bps},  {"ingressBps", e.ingress_bps},   {"capacityBps", e.capacity_bps},
                         {"overcommit", e.overcommit}, {"capacitySource", e.capacity_source}};
     if (!e.pod.empty()) j["pod"] = e.pod;
-    base::fs::write_file(dir(state_dir, link) + "/" + file_name(e.network, e.container_id, e.ifname), j.dump() + "\n");
+    base::fs::write_file(dir(state_dir, link) + "/" + file_name(e.network, e.container_id, e.ifname), j.dump() + "\n", 0600,
+                         durable);
 }
 
 void record_capacity(const std::string& state_dir, const std::string& link, const Entry& e) {
@@ -85,10 +86,10 @@ std::optional<Entry> capacity(const std::string& state_dir, const std::string& l
 }
 
 bool remove(const std::string& state_dir, const std::string& link, const std::string& network,
-            const std::string& container_id, const std::string& ifname) {
+            const std::string& container_id, const std::string& ifname, bool durable) {
     std::string path = dir(state_dir, link) + "/" + file_name(network, container_id, ifname);
     if (::access(path.c_str(), F_OK) != 0) return false;
-    base::fs::remove_file(path);
+    base::fs::remove_file(path, durable);
     return true;
 }
 

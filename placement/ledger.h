@@ -26,17 +26,20 @@ std::string dir(const std::string& state_dir, const std::string& link);
 std::vector<std::string> links(const std::string& state_dir);
 /// The entries of `link` (unreadable files are skipped and logged).
 std::vector<Entry> entries(const std::string& state_dir, const std::string& link);
-/// Writes the entry atomically; the link's directory must exist (its lock made it).
-void commit(const std::string& state_dir, const std::string& link, const Entry& e);
+/// Writes the entry atomically; the link's directory must exist (its lock made it). Not
+/// `durable` (no fsync) only for entries rebuilt from another durable record after a crash
+/// (a prepared claim's: cluster/claim_prepare.h).
+void commit(const std::string& state_dir, const std::string& link, const Entry& e, bool durable = true);
 /// Remembers the capacity (and overcommit) the last admission on `link` counted against,
 /// in <link>/capacity, which stays when the entries go: node-report's numbers do not jump
 /// back to the link speed when the link is idle. Call under the link's lock.
 void record_capacity(const std::string& state_dir, const std::string& link, const Entry& e);
 /// That capacity (capacity_bps, overcommit, capacity_source, network), if recorded.
 std::optional<Entry> capacity(const std::string& state_dir, const std::string& link);
-/// Removes the attachment's entry from `link`; false when there was none.
+/// Removes the attachment's entry from `link`; false when there was none. Not `durable`:
+/// as commit's.
 bool remove(const std::string& state_dir, const std::string& link, const std::string& network,
-            const std::string& container_id, const std::string& ifname);
+            const std::string& container_id, const std::string& ifname, bool durable = true);
 /// Removes the attachment's entry from every link (DEL need not know the link: the
 /// default-route master may have changed since ADD). Returns how many went.
 int remove_everywhere(const std::string& state_dir, const std::string& network, const std::string& container_id,

@@ -59,6 +59,12 @@ bool Record::holds_pod(const std::string& pod_uid) const {
     return false;
 }
 
+bool Record::books_bandwidth() const {
+    for (const auto& d : devices)
+        if (d.kind == "link" && (d.egress_bps || d.ingress_bps)) return true;
+    return false;
+}
+
 std::string root(const std::string& state_dir) { return state_dir + "/dra"; }
 
 bool valid_uid(const std::string& uid) {
@@ -134,6 +140,27 @@ void write(const std::string& state_dir, const Record& r) {
     base::fs::write_file(claims_dir(state_dir) + "/" + r.uid + ".json", to_json(r).dump() + "\n");
 }
 
+void create(const std::string& state_dir, const Record& r) {
+    if (!valid_uid(r.uid)) throw base::Error("'" + r.uid + "' is not a claim UID");
+    const std::string dir = claims_dir(state_dir), name = r.uid + ".json", path = dir + "/" + name;
+    base::fs::mkdir_p(dir, 0700);
+    base::UniqueFd at = base::fs::open_dir(AT_FDCWD, dir, dir);
+    base::UniqueFd fd(::openat(at.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd) base::fs::fail_io("create", path, errno);
+    try {
+        // Under a page: one write, which a kill -9 lands before or after, never inside.
+        std::string data = to_json(r).dump() + "\n";
+        ssize_t n = ::write(fd.get(), data.data(), data.size());
+        if (n < 0) base::fs::fail_io("write", path, errno);
+        if (static_cast<size_t>(n) != data.size()) base::fs::fail_io("write", path, EIO);   // a full disk, part-way
+        base::fs::sync(fd.get(), path);
+        base::fs::sync(at.get(), dir);
+    } catch (...) {
+        ::unlinkat(at.get(), name.c_str(), 0);
+        throw;
+    }
+}
+
 void remove(const std::string& state_dir, const std::string& uid) {
     if (!valid_uid(uid)) return;
     base::fs::remove_file(claims_dir(state_dir) + "/" + uid + ".json");
@@ -150,21 +177,36 @@ std::vector<std::string> uids(const std::string& state_dir) {
 
 std::optional<std::string> hold_vf(const std::string& state_dir, const std::string& pci, const std::string& uid) {
     std::string path = devices_dir(state_dir) + "/" + need_pci(pci);
-    // Released between the two calls: try again (a holder only ever releases, never hands over).
+    // A symlink whose target is the claim's UID: created whole, with its content, in one
+    // step that fails when the name exists (symlink(2) never replaces), so two claims can
+    // never hold one VF and a reader never sees half a hold. One metadata operation where a
+    // temp file, its link and its unlink were three: a prepare's holds are most of its
+    // time on a busy disk. Not synced: holds are rebuilt from the records at start
+    // (Preparer::recover).
     for (int attempt = 0; attempt < 3; ++attempt) {
-        // Not synced: holds are rebuilt from the records at start (Preparer::recover).
-        if (base::fs::create_once(path, uid, 0600, 0700, false)) return std::nullopt;
+        if (::symlink(uid.c_str(), path.c_str()) == 0) return std::nullopt;
+        if (errno == ENOENT) {
+            base::fs::mkdir_p(devices_dir(state_dir), 0700);
+            continue;
+        }
+        if (errno != EEXIST) base::fs::fail_io("hold VF", path, errno);
         auto holder = vf_holder(state_dir, pci);
         if (holder) return *holder == uid ? std::nullopt : holder;
+        // Released between the two calls: try again (a holder only ever releases, never hands over).
     }
     throw base::Error("VF " + pci + " is taken and released again and again: try again");
 }
 
 std::optional<std::string> vf_holder(const std::string& state_dir, const std::string& pci) {
     if (!valid_pci(pci)) return std::nullopt;
-    auto text = base::fs::read_file(devices_dir(state_dir) + "/" + pci);
-    if (!text) return std::nullopt;
-    return *text;
+    std::string path = devices_dir(state_dir) + "/" + pci;
+    char buf[128];
+    ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+    if (n >= 0 && size_t(n) < sizeof buf) return std::string(buf, size_t(n));
+    if (n < 0 && errno == ENOENT) return std::nullopt;
+    if (n < 0 && errno == EINVAL) return base::fs::read_file(path);   // a regular file: an earlier version's hold
+    if (n >= 0) throw base::Error("'" + path + "' names no claim UID");
+    base::fs::fail_io("read", path, errno);
 }
 
 void release_vf(const std::string& state_dir, const std::string& pci, const std::string& uid) {
@@ -182,30 +224,64 @@ std::vector<std::pair<std::string, std::string>> held_vfs(const std::string& sta
     return out;
 }
 
+namespace {
+
+/// pods/<pod>.<claim>: '.' is in no UID (valid_uid), so the name splits one way only.
+std::string index_name(const std::string& pod_uid, const std::string& claim_uid) { return pod_uid + "." + claim_uid; }
+
+}  // namespace
+
 void index_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid) {
     if (!valid_uid(pod_uid) || !valid_uid(claim_uid)) throw base::Error("'" + pod_uid + "' or '" + claim_uid + "' is not a UID");
-    base::fs::create_once(pods_dir(state_dir) + "/" + pod_uid + "/" + claim_uid, "", 0600, 0700, false);
+    // An empty file, flat in pods/: one create, no directory per pod (a mkdir costs more
+    // than the file). Not synced: rebuilt from the records at start.
+    std::string path = pods_dir(state_dir) + "/" + index_name(pod_uid, claim_uid);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+        if (fd || errno == EEXIST) return;
+        if (errno != ENOENT) break;
+        base::fs::mkdir_p(pods_dir(state_dir), 0700);
+    }
+    base::fs::fail_io("create", path, errno);
 }
 
 void unindex_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid) {
     if (!valid_uid(pod_uid) || !valid_uid(claim_uid)) return;
-    std::string dir = pods_dir(state_dir) + "/" + pod_uid;
-    if (::unlink((dir + "/" + claim_uid).c_str()) != 0 && errno != ENOENT) base::fs::fail_io("remove", dir + "/" + claim_uid, errno);
-    base::fs::remove_dirs({dir});   // when empty: another claim of the pod keeps it
+    std::string path = pods_dir(state_dir) + "/" + index_name(pod_uid, claim_uid);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) base::fs::fail_io("remove", path, errno);
 }
 
 std::vector<std::string> pod_claims(const std::string& state_dir, const std::string& pod_uid) {
     if (!valid_uid(pod_uid)) return {};
     std::vector<std::string> out;
-    for (auto& name : base::fs::list_dir(pods_dir(state_dir) + "/" + pod_uid))
-        if (valid_uid(name)) out.push_back(name);
+    for (auto& [pod, claim] : indexed_pods(state_dir))
+        if (pod == pod_uid) out.push_back(claim);
     return out;
 }
 
 std::vector<std::pair<std::string, std::string>> indexed_pods(const std::string& state_dir) {
     std::vector<std::pair<std::string, std::string>> out;
-    for (auto& pod : base::fs::list_dir(pods_dir(state_dir)))
-        for (auto& claim : base::fs::list_dir(pods_dir(state_dir) + "/" + pod)) out.emplace_back(pod, claim);
+    for (auto& name : base::fs::list_dir(pods_dir(state_dir))) {
+        auto dot = name.find('.');
+        if (dot == std::string::npos) continue;   // an earlier version's pods/<pod>/ (drop_nested_index)
+        std::string pod = name.substr(0, dot), claim = name.substr(dot + 1);
+        if (valid_uid(pod) && valid_uid(claim)) out.emplace_back(pod, claim);
+    }
+    return out;
+}
+
+std::vector<std::string> drop_nested_index(const std::string& state_dir) {
+    std::vector<std::string> out;
+    for (auto& name : base::fs::list_dir(pods_dir(state_dir))) {
+        if (!valid_uid(name)) continue;
+        std::string dir = pods_dir(state_dir) + "/" + name;
+        struct stat st {};
+        if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        for (auto& f : base::fs::list_dir(dir)) ::unlink((dir + "/" + f).c_str());
+        for (auto& t : remove_stale_temps(dir)) (void)t;
+        ::rmdir(dir.c_str());
+        out.push_back(dir);
+    }
     return out;
 }
 

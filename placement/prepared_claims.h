@@ -10,10 +10,14 @@
 //                            The one durable write of a prepare: the holds and the index
 //                            are created atomically but not synced, and rebuilt from the
 //                            records when the plugin starts (a power loss may lose them)
-//   devices/<pci>            a VF held by a claim: the file holds the claim's UID; linked
-//                            into place exclusively, so two claims can never hold one VF
-//   pods/<podUID>/<claimUID> the claims prepared for a pod (empty files): what ADD of a
-//                            pod with no deviceID (a macvlan master's link, a pool) looks up
+//   devices/<pci>            a VF held by a claim: a symlink to the claim's UID, created
+//                            exclusively, so two claims can never hold one VF (an earlier
+//                            version's regular file holding the UID is read too)
+//   pods/<podUID>.<claimUID> the claims prepared for a pod that book bandwidth (empty
+//                            files): what ADD looks up by pod, to count the claim's booking
+//                            as its attachment's (a VF's is found by its deviceID instead).
+//                            An earlier version's pods/<podUID>/<claimUID> goes at recovery
+//                            (drop_nested_index), which indexes the records again
 // A link device's bandwidth is an entry of the bandwidth ledger (ledger.h) under network
 // kLedgerNetwork, container ID <claimUID>, ifname <request>: node-report, the publisher
 // and ADD's admission count it like any attachment's. No CNI network may be called "dra"
@@ -54,6 +58,8 @@ struct Record {
     std::vector<Device> devices;
 
     bool holds_pod(const std::string& pod_uid) const;
+    /// A link device of it books bandwidth: ADD of its pods looks it up by pod (the index).
+    bool books_bandwidth() const;
     std::string key() const { return ns + "/" + name; }
 };
 
@@ -69,6 +75,12 @@ Record record_from_json(const nlohmann::json& j);
 std::optional<Record> read(const std::string& state_dir, const std::string& uid);
 /// Atomically and durably (temp file, fsync, rename, directory fsync).
 void write(const std::string& state_dir, const Record& r);
+/// A record's first write: created in place, exclusively, then synced with its directory.
+/// One directory operation where write()'s temp file and rename are two. A reader may find
+/// it empty for a moment (read() throws; ADD refuses the VF all the same), and a power loss
+/// before the sync may leave it cut: kubelet never saw that prepare answered, and recovery
+/// removes the record and what it held.
+void create(const std::string& state_dir, const Record& r);
 void remove(const std::string& state_dir, const std::string& uid);
 /// Every record's UID (file names), sorted.
 std::vector<std::string> uids(const std::string& state_dir);
@@ -83,10 +95,10 @@ void release_vf(const std::string& state_dir, const std::string& pci, const std:
 /// Every held VF: (pci, uid).
 std::vector<std::pair<std::string, std::string>> held_vfs(const std::string& state_dir);
 
-/// pods/<pod>/<claim>: the claim is prepared for the pod.
+/// pods/<pod>.<claim>: the claim is prepared for the pod.
 void index_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid);
 void unindex_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid);
-/// The claims prepared for `pod_uid` (none: one failed stat).
+/// The claims prepared for `pod_uid` (none: one failed opendir, or one read of pods/).
 std::vector<std::string> pod_claims(const std::string& state_dir, const std::string& pod_uid);
 /// Removes the temp files a killed writer left in `dir` (base::fs::write_file's
 /// ".<name>.tmp.<pid>", whose pid is gone); returns them.
@@ -94,5 +106,7 @@ std::vector<std::string> remove_stale_temps(const std::string& dir);
 
 /// Every (pod, claim) in the index.
 std::vector<std::pair<std::string, std::string>> indexed_pods(const std::string& state_dir);
+/// Removes an earlier version's index directories (pods/<pod>/); returns them.
+std::vector<std::string> drop_nested_index(const std::string& state_dir);
 
 }  // namespace placement::prepared_claims

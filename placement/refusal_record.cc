@@ -29,30 +29,30 @@ bool valid_names(const std::string& ns, const std::string& name) {
            dns_chars(name, true) && name[0] != '.';
 }
 
-[[noreturn]] void bad(const std::string& member, const std::string& why) {
+[[noreturn]] void bad_member(const std::string& member, const std::string& why) {
     throw Error(Error::Kind::Invalid, "refusal record: " + member + ": " + why);
 }
 
 const json& need(const json& j, const char* key, json::value_t type) {
     auto it = j.find(key);
-    if (it == j.end()) bad(key, "missing");
+    if (it == j.end()) bad_member(key, "missing");
     bool ok = it->type() == type ||
               (type == json::value_t::number_integer && it->type() == json::value_t::number_unsigned);
-    if (!ok) bad(key, std::string("expected ") + (type == json::value_t::string ? "a string" : type == json::value_t::boolean ? "a boolean" : type == json::value_t::array ? "an array" : "an integer") + ", got " + it->type_name());
+    if (!ok) bad_member(key, std::string("expected ") + (type == json::value_t::string ? "a string" : type == json::value_t::boolean ? "a boolean" : type == json::value_t::array ? "an array" : "an integer") + ", got " + it->type_name());
     return *it;
 }
 
 int64_t need_int(const json& j, const char* key, int64_t lo, int64_t hi) {
     const json& v = need(j, key, json::value_t::number_integer);
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) bad(key, "out of range");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) bad_member(key, "out of range");
     int64_t n = v.get<int64_t>();
-    if (n < lo || n > hi) bad(key, std::to_string(n) + " is out of range " + std::to_string(lo) + "-" + std::to_string(hi));
+    if (n < lo || n > hi) bad_member(key, std::to_string(n) + " is out of range " + std::to_string(lo) + "-" + std::to_string(hi));
     return n;
 }
 
 std::string need_string(const json& j, const char* key, size_t max) {
     std::string s = need(j, key, json::value_t::string).get<std::string>();
-    if (s.size() > max) bad(key, "longer than " + std::to_string(max) + " bytes");
+    if (s.size() > max) bad_member(key, "longer than " + std::to_string(max) + " bytes");
     return s;
 }
 
@@ -127,27 +127,27 @@ json to_json(const Record& r) {
 }
 
 Record parse(const std::string& text) {
-    if (text.size() > 16384) bad("(top)", "larger than 16 KiB");
+    if (text.size() > 16384) bad_member("(top)", "larger than 16 KiB");
     json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) bad("(top)", "not a JSON object");
+    if (j.is_discarded() || !j.is_object()) bad_member("(top)", "not a JSON object");
     static const char* kKeys[] = {"version", "namespace", "name", "uid", "network", "node", "constraints", "evidence",
                                   "first", "last", "count", "onRefusal", "evictAfterRefusals", "evictWindowSeconds",
                                   "recent"};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (std::none_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return it.key() == k; }))
-            bad(it.key(), "unknown member");
+            bad_member(it.key(), "unknown member");
     Record r;
     r.version = static_cast<int>(need_int(j, "version", 1, 1));
     r.pod_namespace = need_string(j, "namespace", 63);
     r.pod_name = need_string(j, "name", 253);
-    if (!valid_names(r.pod_namespace, r.pod_name)) bad("name", "not a valid pod namespace and name");
+    if (!valid_names(r.pod_namespace, r.pod_name)) bad_member("name", "not a valid pod namespace and name");
     r.pod_uid = need_string(j, "uid", 128);
     r.network = need_string(j, "network", 253);
     r.node = need_string(j, "node", 253);
     const json& cs = need(j, "constraints", json::value_t::array);
-    if (cs.size() > 16) bad("constraints", "more than 16");
+    if (cs.size() > 16) bad_member("constraints", "more than 16");
     for (auto& c : cs) {
-        if (!c.is_string() || c.get<std::string>().size() > 64) bad("constraints", "expected strings of at most 64 bytes");
+        if (!c.is_string() || c.get<std::string>().size() > 64) bad_member("constraints", "expected strings of at most 64 bytes");
         r.constraints.push_back(c.get<std::string>());
     }
     r.evidence = need_string(j, "evidence", kMaxEvidence);
@@ -155,18 +155,18 @@ Record parse(const std::string& text) {
     r.last = need_int(j, "last", r.first, kMaxTime);
     r.count = static_cast<uint64_t>(need_int(j, "count", 1, INT64_MAX));
     std::string policy = need_string(j, "onRefusal", 8);
-    if (policy != "wait" && policy != "evict") bad("onRefusal", "'" + policy + "' is not one of wait, evict");
+    if (policy != "wait" && policy != "evict") bad_member("onRefusal", "'" + policy + "' is not one of wait, evict");
     r.evict = policy == "evict";
     r.after = static_cast<int>(need_int(j, "evictAfterRefusals", 1, 100));
     r.window_seconds = static_cast<int>(need_int(j, "evictWindowSeconds", 10, 86400));
     const json& rec = need(j, "recent", json::value_t::array);
-    if (rec.empty() || rec.size() > static_cast<size_t>(r.after)) bad("recent", "expected 1 to evictAfterRefusals times");
+    if (rec.empty() || rec.size() > static_cast<size_t>(r.after)) bad_member("recent", "expected 1 to evictAfterRefusals times");
     for (auto& t : rec) {
         if (!t.is_number_integer() || t.get<int64_t>() < r.first || t.get<int64_t>() > r.last)
-            bad("recent", "expected times between first and last");
+            bad_member("recent", "expected times between first and last");
         r.recent.push_back(t.get<int64_t>());
     }
-    if (!std::is_sorted(r.recent.begin(), r.recent.end())) bad("recent", "not oldest first");
+    if (!std::is_sorted(r.recent.begin(), r.recent.end())) bad_member("recent", "not oldest first");
     return r;
 }
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "base/log.h"
+#include "base/stop_signal.h"
 #include "cluster/cmd/api_credentials.h"
 #include "cluster/cmd/commands.h"
 #include "cluster/cmd/cluster_service.h"
@@ -147,7 +148,7 @@ void add_admission_webhook(CLI::App& app, int& status) {
     cmd->footer("Example:\n  topocni admission-webhook --listen 0.0.0.0:8443 --tls-cert tls.crt --tls-key tls.key\n"
                 "See examples/admission-webhook.yaml and the README's admission webhook section.");
     cmd->callback([o, &status] {
-        handle_stop_signals();
+        base::stop_on_signal();
         base::log::configure("info", "");
         // A NAD not cached yet is read from the API inside the handler: one thread per
         // connection, so that a caller waiting on that read never holds up the others, and

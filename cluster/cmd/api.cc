@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "base/stop_signal.h"
 #include "cluster/cmd/commands.h"
 #include "cni/error.h"
 #include "kube/client.h"
@@ -30,8 +31,6 @@ struct ApiOptions {
     bool reflect = false;
 };
 
-std::atomic<bool> g_api_stop{false};
-void on_api_signal(int) { g_api_stop = true; }
 
 void line(const json& j) {
     std::string s = j.dump() + "\n";
@@ -93,12 +92,9 @@ void add_api(CLI::App& app, int& status) {
         else if (auto in = kube::in_cluster_config()) kc = *in;
         else kc = kube::load_kubeconfig(kube::kTopocniKubeconfig);
         kube::Client client(kc, std::chrono::milliseconds(static_cast<long long>(o->timeout * 1000)));
-        struct sigaction sa {};
-        sa.sa_handler = on_api_signal;
-        ::sigaction(SIGTERM, &sa, nullptr);
-        ::sigaction(SIGINT, &sa, nullptr);
+        auto& signalled = base::stop_on_signal();
         int seen = 0;
-        auto stop = [&] { return g_api_stop.load() || (o->events > 0 && seen >= o->events); };
+        auto stop = [&] { return signalled.load() || (o->events > 0 && seen >= o->events); };
         auto print_event = [&](const kube::Event& e) {
             ++seen;
             std::string rv;

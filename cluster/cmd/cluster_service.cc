@@ -9,14 +9,12 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/stop_signal.h"
 #include "kube/client.h"
 
 namespace cluster::cmd {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
 
 /// Which caches have applied their first LIST. A replica answering before then would judge
 /// from empty caches (the extender: no facts, so `unknownTopology`; the webhook: a NAD read
@@ -80,16 +78,10 @@ void add_service_flags(CLI::App* cmd, ServiceFlags& f, const std::string& tls_ce
     cmd->add_option("--api-timeout", f.api_timeout, api_timeout_help)->capture_default_str();
 }
 
-void handle_stop_signals() {
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
-}
-
 void run_service(const ServiceFlags& f, const kube::Kubeconfig& kc, const std::string& name,
                  std::vector<Watch> watches, const kube::server::Handler& handler) {
-    auto stop = [] { return g_stop.load(); };
+    auto& stopping = base::stop_on_signal();
+    auto stop = [&stopping] { return stopping.load(); };
     Readiness ready(watches);
     for (size_t i = 0; i < watches.size(); ++i) ready.track(i, watches[i]);
     auto serve = [&](kube::server::Request r) {
@@ -105,11 +97,11 @@ void run_service(const ServiceFlags& f, const kube::Kubeconfig& kc, const std::s
         });
     }
     auto join = [&] {
-        g_stop = true;
+        stopping = true;
         for (auto& t : loops) t.join();
     };
     try {
-        kube::server::serve(f.server, serve, g_stop,
+        kube::server::serve(f.server, serve, stopping,
                             [&](int port) { base::log::info(name + " listening on port " + std::to_string(port)); });
     } catch (...) {
         join();

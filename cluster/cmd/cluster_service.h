@@ -30,17 +30,13 @@ struct ServiceFlags {
 void add_service_flags(CLI::App* cmd, ServiceFlags& f, const std::string& tls_cert_help,
                        const std::string& api_timeout_help);
 
-/// SIGTERM and SIGINT stop the service from now on (first thing in a subcommand's callback:
-/// a SIGTERM while it reads its kubeconfig still ends it with status 0).
-void handle_stop_signals();
-
 /// One resource kept by LIST+WATCH: `path` is the collection's URL path (and query).
 struct Watch {
     std::string path, resource;
     kube::ReflectorHandlers handlers;   ///< `trouble` may be left empty: logged as "<resource>: <what>"
 };
 
-/// Serves `handler` until SIGTERM or SIGINT (after handle_stop_signals()), each watch on its own thread and API client
+/// Serves `handler` until SIGTERM or SIGINT (base::stop_on_signal(): first thing in a subcommand's callback, so that a SIGTERM while it reads its kubeconfig still ends it with status 0), each watch on its own thread and API client
 /// meanwhile; logs "<name> listening on port N" and "<name> stopped". Throws what the
 /// server throws (a port in use, a bad certificate), after stopping the watches.
 /// The probes are answered here, before `handler`: GET /readyz and /healthz 503 (naming the

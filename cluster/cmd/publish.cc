@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "base/stop_signal.h"
 #include "base/backoff.h"
 #include "base/fd.h"
 #include "base/files.h"
@@ -95,13 +96,14 @@ private:
 /// LIST+WATCH; `changed` wakes the publisher.
 class ClusterView {
 public:
+    explicit ClusterView(std::shared_ptr<cluster::NadInformer> nads) : nads_(std::move(nads)) {}
     void replace_nads(const std::vector<json>& items) {
-        nads_.store().replace(items);
+        nads_->store().replace(items);
         changed = true;
     }
     void nad_event(const kube::Event& e) {
         if (e.type != "ADDED" && e.type != "MODIFIED" && e.type != "DELETED") return;
-        nads_.store().event(e);
+        nads_->store().event(e);
         changed = true;
     }
     void replace_node(const std::vector<json>& items) {
@@ -147,9 +149,9 @@ public:
     }
     bool synced() const {
         std::lock_guard<std::mutex> l(mu_);
-        return nads_.synced() && node_listed_;
+        return nads_->synced() && node_listed_;
     }
-    std::vector<cluster::PodNetwork> networks() const { return nads_.all(); }
+    std::vector<cluster::PodNetwork> networks() const { return nads_->all(); }
     json node() const {
         std::lock_guard<std::mutex> l(mu_);
         return node_;
@@ -164,7 +166,7 @@ public:
 
 private:
     mutable std::mutex mu_;       // the Node
-    cluster::NadInformer nads_;   // thread-safe itself
+    std::shared_ptr<cluster::NadInformer> nads_;   // thread-safe itself
     json node_;
     bool node_listed_ = false;
     struct Pending {
@@ -376,7 +378,7 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
     std::atomic<bool> loops_stop{false};
     // The NADs and this Node: for the extended resources, and for the pools the slices offer.
     if (o.capacities || o.slices) {
-        view = std::make_unique<ClusterView>();
+        view = std::make_unique<ClusterView>(o.nads ? o.nads : std::make_shared<cluster::NadInformer>());
         auto kc = pick_kubeconfig(o.kubeconfig, o.kubeconfig_set);
         auto timeout = std::chrono::milliseconds(static_cast<long long>(o.api_timeout * 1000));
         const std::string node_path = "/api/v1/nodes?fieldSelector=" + kube::url_escape("metadata.name=" + o.facts.node);
@@ -449,21 +451,10 @@ int publish(const PublishOptions& o, const std::atomic<bool>& stop) {
     return 0;
 }
 
-namespace {
-
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop = true; }
-
-}  // namespace
-
 int publish_until_signal(const PublishOptions& o) {
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
+    auto& stop = base::stop_on_signal();
     base::log::configure("info", "");
-    return publish(o, g_stop);
+    return publish(o, stop);
 }
 
 }  // namespace cluster::cmd

@@ -21,10 +21,12 @@
 // its resources with it).
 #pragma once
 #include <atomic>
+#include <memory>
 #include <string>
 
 #include "cluster/dra_slices.h"
 #include "cluster/cmd/node_facts.h"
+#include "cluster/nad_informer.h"
 
 namespace cluster::cmd {
 
@@ -44,6 +46,10 @@ struct PublishOptions {
     bool slices = false;
     std::string driver = cluster::dra::kDriver;
     cluster::dra::SliceOptions devices;
+    /// Where the publisher keeps the NADs it watches: shared with another reader in the
+    /// process (topocni-dra's kubelet plugin re-checks a claim's NAD from it instead of a
+    /// GET). Made by publish() when null.
+    std::shared_ptr<cluster::NadInformer> nads;
 };
 
 /// Runs until `stop` (set by the signal handler); 0 on a clean stop. With `once`, 0 when

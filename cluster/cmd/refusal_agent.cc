@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 
+#include "base/stop_signal.h"
 #include "base/backoff.h"
 #include "base/fd.h"
 #include "base/files.h"
@@ -373,10 +374,6 @@ private:
     double retry_in_ = 0;
 };
 
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop = true; }
-
 }  // namespace
 
 int refusal_agent(const RefusalAgentOptions& o, const std::atomic<bool>& stop) {
@@ -432,12 +429,9 @@ void add_refusal_agent(CLI::App& app, int& status) {
     cmd->callback([o, kc, &status] {
         o->node = node_of(o->node);
         o->kubeconfig_set = kc->count() > 0;
-        struct sigaction sa {};
-        sa.sa_handler = on_signal;
-        ::sigaction(SIGTERM, &sa, nullptr);
-        ::sigaction(SIGINT, &sa, nullptr);
+        auto& stop = base::stop_on_signal();
         base::log::configure("info", "");
-        status = refusal_agent(*o, g_stop);
+        status = refusal_agent(*o, stop);
     });
 }
 

@@ -7,6 +7,7 @@
 #include <malloc.h>
 
 #include "base/log.h"
+#include "base/stop_signal.h"
 #include "cluster/cmd/commands.h"
 #include "cluster/cmd/cluster_service.h"
 #include "cluster/extender.h"
@@ -73,7 +74,7 @@ void add_scheduler_extender(CLI::App& app, int& status) {
     cmd->footer("Example:\n  topocni scheduler-extender --listen 0.0.0.0:8443 --tls-cert tls.crt --tls-key tls.key "
                 "--url-prefix /scheduler\nSee examples/scheduler-extender.yaml and the README's scheduler extender section.");
     cmd->callback([o, &status] {
-        handle_stop_signals();
+        base::stop_on_signal();
         base::log::configure("info", "");
         // A request with full Nodes is an 11 MB block (5,000 nodes). By default glibc gives
         // each worker thread an arena that keeps such blocks once freed (740 MiB peak), or,

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "base/error.h"
 #include "base/log.h"
 #include "cni/error.h"
 #include "cni/verbs/placement_step.h"
@@ -20,7 +21,12 @@ std::optional<pc::Record> vf_claim(const Context& ctx, const std::string& pci) {
     const conf::NetConf& c = ctx.conf;
     auto holder = pc::vf_holder(c.state_dir, pci);
     if (!holder) return std::nullopt;
-    auto r = pc::read(c.state_dir, *holder);
+    std::optional<pc::Record> r;
+    try {
+        r = pc::read(c.state_dir, *holder);
+    } catch (const base::Error&) {
+        // Being written this moment (pc::create): held all the same, by a claim not read yet.
+    }
     const std::string& pod = ctx.env.args.pod_uid;
     if (r && r->state == "prepared" && r->holds_pod(pod)) return r;
     std::string whose;

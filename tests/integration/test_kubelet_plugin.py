@@ -72,8 +72,9 @@ class KubeletPluginCase(DraDriverCase):
         return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
 
     def prepared(self, claim, vf, pod=POD_A):
-        """The files a prepared VF claim leaves: its record, the VF's holder, its pod's index."""
-        return [f"claims/{claim['uid']}.json", f"devices/{vf}", f"pods/{pod[1]}/{claim['uid']}"]
+        """The files a prepared VF claim leaves: its record and the VF's holder (no pod index:
+        ADD finds a VF's claim by its deviceID)."""
+        return [f"claims/{claim['uid']}.json", f"devices/{vf}"]
 
     def ledger_entries(self):
         root = os.path.join(self.state_dir, "bandwidth")
@@ -149,8 +150,8 @@ class Prepare(KubeletPluginCase):
                                                        "device_name": vf_name(VFS[1]), "cdi_device_ids": [],
                                                        "share_id": None}], "error": ""})
         self.assertEqual(self.dra_files(), self.prepared(c, VFS[1]))
-        with open(os.path.join(self.state_dir, "dra", "devices", VFS[1])) as f:
-            self.assertEqual(f.read(), c["uid"])
+        # The VF's holder: a symlink naming the claim (created whole and exclusively, in one step).
+        self.assertEqual(os.readlink(os.path.join(self.state_dir, "dra", "devices", VFS[1])), c["uid"])
         gets = len(self.claim_gets())
         self.assertEqual(self.k.prepare_raw([c]), first)
         self.assertEqual(len(self.claim_gets()), gets, "a prepared claim was read from the API again")
@@ -219,6 +220,29 @@ class Prepare(KubeletPluginCase):
         self.assertIn(f"VF {VFS[0]}", err)
         self.assertEqual(self.dra_files(), [])
 
+    def test_a_claims_network_is_read_from_the_publishers_watch_and_a_changed_nad_is_judged_as_it_is_now(self):
+        nad_conf = {"cniVersion": "1.0.0", "name": "n", "type": "topocni", "attachment": "sriov"}
+        self.api.put_nad(nad_object("n", nad_conf))
+        nad_gets = lambda: [r for r in self.api.logged()
+                            if r["method"] == "GET" and r["path"].endswith("/network-attachment-definitions/n")]
+        serial = iter(range(1000))
+
+        def prepare_one():
+            """A fresh claim on VFS[0], prepared and unprepared: its error, and whether its NAD came
+            from the API (a GET) or from the publisher's watch."""
+            c = self.claim(f"c{next(serial)}", vf_name(VFS[0]), annotations={"topocni.io/network": "default/n"})
+            before = len(nad_gets())
+            err = self.k.prepare([c])[c["uid"]]["error"]
+            self.assertEqual(self.k.unprepare([c]), {c["uid"]: {"error": ""}})
+            return err, len(nad_gets()) > before
+        # Once the watch has the NAD, a prepare reads it from there: no GET.
+        self.wait_for("a prepare without a NAD GET", lambda: prepare_one() == ("", False), 10, self.proc)
+        # The NAD changes: the watch brings it, and the next prepares judge the new one.
+        self.api.put_nad(nad_object("n", dict(nad_conf, topology={"numaNode": 0})))
+        err = self.wait_for("the changed NAD", lambda: prepare_one()[0], 10, self.proc)
+        self.assertIn("placement constraint not met: topology.numaNode", err)
+        self.assertEqual(self.dra_files(), [])
+
     def test_a_link_claims_bandwidth_is_booked_in_the_ledger_and_released_by_unprepare(self):
         c = self.claim("bw", "pf-0000-af-00-0", request="link", shareID="0f6c",
                        consumedCapacity={"egressMbps": "5000", "ingressMbps": "2000"})
@@ -282,9 +306,15 @@ class Manifests(KubeletPluginCase):
         c = self.claim("c1", vf_name(VFS[0]), annotations={"topocni.io/network": "default/n"})
         self.assertEqual(k.prepare([c])[c["uid"]]["error"], "")
         used = {("resource.k8s.io", "resourceclaims", "get") for r in self.claim_gets()}
-        used |= {("k8s.cni.cncf.io", "network-attachment-definitions", "get") for r in self.api.logged()
-                 if r["method"] == "GET" and "/namespaces/default/network-attachment-definitions/" in r["path"]}
-        self.assertEqual(len(used), 2, used)
+        # The claim's NAD: from the publisher's LIST+WATCH, else a GET.
+        for r in self.api.logged():
+            if r["method"] == "GET" and "network-attachment-definitions" in r["path"]:
+                path, _, query = r["path"].partition("?")
+                verb = ("get" if not path.endswith("network-attachment-definitions") else
+                        "watch" if "watch=" in query else "list")
+                used.add(("k8s.cni.cncf.io", "network-attachment-definitions", verb))
+        self.assertIn(("resource.k8s.io", "resourceclaims", "get"), used)
+        self.assertTrue({u for u in used if u[1] == "network-attachment-definitions"}, "the claim's NAD was read")
         self.assertLessEqual(used, granted)
         self.assertEqual({g for g in granted if g[1] == "resourceclaims"}, used & {g for g in used if g[1] == "resourceclaims"},
                          "resourceclaims: read only")
@@ -406,6 +436,8 @@ class LinkClaims(KubeletPluginCase):
         c = self.claim("bw", f"link-{self.master}", request="link", shareID="0a",
                        consumedCapacity={"egressMbps": "6000"})
         self.assertEqual(self.k.prepare([c])[c["uid"]]["error"], "")
+        # A claim that books bandwidth is indexed by pod: ADD names no device to find it by.
+        self.assertEqual(self.dra_files(), [f"claims/{c['uid']}.json", f"pods/{POD_A[1]}.{c['uid']}"])
         conf = self.conf(name=f"mv{self.tag}", attachment="macvlan", master=self.master, sysfsRoot=self.sysfs,
                          subnet="10.78.0.0/28", bandwidth={"egressRate": 6 * gbit, "egressBurst": 1_000_000})
         ns, path = self.make_pod()

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "base/files.h"
 #include "cluster/claim_prepare.h"
 #include "cluster/dra_slices.h"
 #include "placement/ledger.h"
@@ -60,7 +61,7 @@ struct Fixture {
         std::vector<std::string> out;
         if (!fs::exists(tmp.p("state"))) return out;
         for (auto& e : fs::recursive_directory_iterator(tmp.p("state")))
-            if (e.is_regular_file()) out.push_back(fs::relative(e.path(), tmp.p("state")).string());
+            if (e.is_regular_file() || e.is_symlink()) out.push_back(fs::relative(e.path(), tmp.p("state")).string());
         std::sort(out.begin(), out.end());
         return out;
     }
@@ -100,8 +101,7 @@ TEST_CASE("a vf claim is prepared once, answered from its record after, and unpr
     REQUIRE(a.error == "");
     REQUIRE(a.devices.size() == 1);
     CHECK(a.devices[0].request_names == std::vector<std::string>{"vf"});
-    CHECK(fx.files() == std::vector<std::string>{"dra/claims/" + kUid + ".json", "dra/devices/0000:af:02.0",
-                                                 "dra/pods/" + kPod + "/" + kUid});
+    CHECK(fx.files() == std::vector<std::string>{"dra/claims/" + kUid + ".json", "dra/devices/0000:af:02.0"});
     int gets = fx.gets;
     auto again = p.prepare(fx.ref());
     CHECK(again.devices.size() == 1);
@@ -142,6 +142,18 @@ TEST_CASE("a claim caught preparing is rolled back and one caught unpreparing is
     CHECK(fx.files().empty());
 }
 
+TEST_CASE("a record a power loss left empty is removed at start with the hold it named, and the claim prepares again") {
+    Fixture fx;
+    auto p = fx.prep();
+    REQUIRE(p.prepare(fx.ref()).error == "");
+    std::string record = fx.tmp.p("state/dra/claims/" + kUid + ".json");
+    fs::resize_file(record, 0);   // created in place, never synced: kubelet saw no answer
+    CHECK(p.recover().size() == 2);   // the record, then the VF's hold no record names
+    CHECK(fx.files().empty());
+    CHECK(p.prepare(fx.ref()).error == "");
+    CHECK(pc::read(fx.tmp.p("state"), kUid)->state == "prepared");
+}
+
 TEST_CASE("holds and index entries a power loss took are rebuilt from the records at start") {
     Fixture fx;
     auto p = fx.prep();
@@ -151,6 +163,37 @@ TEST_CASE("holds and index entries a power loss took are rebuilt from the record
     fs::remove_all(fx.tmp.p("state/dra/pods"));
     p.recover();
     CHECK(fx.files() == before);
+}
+
+TEST_CASE("a link claim is indexed by pod, and an earlier version's nested index and file holds are read and moved") {
+    Fixture fx;
+    auto p = fx.prep();
+    REQUIRE(p.prepare(fx.ref()).error == "");
+    std::string sd = fx.tmp.p("state");
+    // What the earlier version wrote: the hold a regular file holding the UID, the index a
+    // directory per pod.
+    fs::remove(sd + "/dra/devices/0000:af:02.0");
+    base::fs::write_file(sd + "/dra/devices/0000:af:02.0", kUid);
+    base::fs::write_file(sd + "/dra/pods/" + kPod + "/" + kUid, "");
+    CHECK(pc::vf_holder(sd, "0000:af:02.0") == std::optional<std::string>(kUid));
+    CHECK(pc::hold_vf(sd, "0000:af:02.0", "other") == std::optional<std::string>(kUid));
+    CHECK(p.recover().size() == 1);
+    CHECK_FALSE(fs::exists(sd + "/dra/pods/" + kPod));
+    CHECK(pc::pod_claims(sd, kPod).empty());   // a VF's claim: found by its deviceID, not indexed
+    CHECK(p.unprepare(fx.ref()) == "");
+    CHECK(fx.files().empty());   // the earlier version's hold goes with the claim too
+
+    const std::string link_uid = "6f1b2c3d-0000-4000-8000-000000000002";
+    fx.claim = claim_json(cluster::dra::device_name("pf", "0000:af:00.0"), "w1",
+                          {{"shareID", "0a"}, {"consumedCapacity", {{"egressMbps", "100"}}}});
+    fx.claim["metadata"]["uid"] = link_uid;
+    REQUIRE(p.prepare({"default", link_uid, "c1"}).error == "");
+    CHECK(pc::pod_claims(sd, kPod) == std::vector<std::string>{link_uid});
+    fs::remove(sd + "/dra/pods/" + kPod + "." + link_uid);   // a power loss took it
+    p.recover();
+    CHECK(pc::pod_claims(sd, kPod) == std::vector<std::string>{link_uid});
+    CHECK(p.unprepare({"default", link_uid, "c1"}) == "");
+    CHECK(fx.files().empty());
 }
 
 TEST_CASE("two claims never hold one vf") {
