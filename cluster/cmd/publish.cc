@@ -2,9 +2,7 @@
 
 #include "cluster/dra_sync.h"
 
-#include <poll.h>
 #include <csignal>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,11 +14,12 @@
 #include <set>
 #include <thread>
 
-#include "base/stop_signal.h"
 #include "base/backoff.h"
+#include "base/dir_watch.h"
 #include "base/fd.h"
 #include "base/files.h"
 #include "base/log.h"
+#include "base/stop_signal.h"
 #include "cluster/cmd/api_credentials.h"
 #include "cluster/nad_informer.h"
 #include "cluster/resources.h"
@@ -49,45 +48,24 @@ std::optional<std::time_t> parse_time(const std::string& s) {
 /// records of each network, the SR-IOV records and each link's ledger.
 class StateWatch {
 public:
-    explicit StateWatch(std::string state_dir) : dir_(std::move(state_dir)), fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
-        if (fd_.get() < 0) base::log::warn(std::string("inotify: ") + strerror(errno) + "; reading every interval only");
-        rewatch();
-    }
-    /// Adds directories that appeared since (a directory watched already costs nothing);
-    /// true when the state directory itself has just become watchable: whatever is in it
-    /// is news.
+    explicit StateWatch(std::string state_dir) : dir_(std::move(state_dir)) { rewatch(); }
+    /// Adds directories that appeared since; true when the state directory itself has just
+    /// become watchable: whatever is in it is news.
     bool rewatch() {
-        if (fd_.get() < 0) return false;
-        const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_ONLYDIR;
         std::vector<std::string> dirs = {dir_, dir_ + "/attachments", dir_ + "/sriov", dir_ + "/bandwidth"};
         for (auto& n : base::fs::list_dir(dir_ + "/attachments")) dirs.push_back(dir_ + "/attachments/" + n);
         for (auto& n : base::fs::list_dir(dir_ + "/bandwidth")) dirs.push_back(dir_ + "/bandwidth/" + n);
         bool appeared = false;
-        for (auto& d : dirs) {
-            int wd = ::inotify_add_watch(fd_.get(), d.c_str(), mask);   // a missing one: later
-            if (d == dir_ && wd >= 0 && !dir_watched_) appeared = dir_watched_ = true;
-        }
+        for (auto& d : dirs)
+            if (watch_.add(d) && d == dir_ && !dir_watched_) appeared = dir_watched_ = true;   // a missing one: later
         return appeared && !first_;
     }
     void started() { first_ = false; }
-    /// Waits up to `ms` for a change; true when one came. Drains what arrived.
-    bool wait(int ms) {
-        if (fd_.get() < 0) {
-            ::poll(nullptr, 0, ms);
-            return false;
-        }
-        pollfd p{fd_.get(), POLLIN, 0};
-        int n = ::poll(&p, 1, ms);
-        if (n <= 0) return false;
-        char buf[16384];
-        while (::read(fd_.get(), buf, sizeof buf) > 0) {
-        }
-        return true;
-    }
+    bool wait(int ms) { return watch_.wait(ms); }
 
 private:
     std::string dir_;
-    base::UniqueFd fd_;
+    base::DirWatch watch_{"reading every interval only"};
     bool dir_watched_ = false, first_ = true;
 };
 

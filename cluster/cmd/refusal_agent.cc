@@ -1,9 +1,7 @@
 #include "cluster/cmd/refusal_agent.h"
 
 #include <CLI/CLI.hpp>
-#include <poll.h>
 #include <signal.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,11 +12,12 @@
 #include <map>
 #include <memory>
 
-#include "base/stop_signal.h"
 #include "base/backoff.h"
+#include "base/dir_watch.h"
 #include "base/fd.h"
 #include "base/files.h"
 #include "base/log.h"
+#include "base/stop_signal.h"
 #include "cluster/cmd/api_credentials.h"
 #include "cluster/cmd/commands.h"
 #include "cni/error.h"
@@ -64,33 +63,15 @@ std::string refusal_message(const Record& r, const std::string& node) {
 /// inotify on <stateDir> (for refused/ to appear) and <stateDir>/refused.
 class RecordWatch {
 public:
-    explicit RecordWatch(std::string state_dir)
-        : state_dir_(std::move(state_dir)), fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
-        if (fd_.get() < 0) base::log::warn(std::string("inotify: ") + strerror(errno) + "; reading every resync only");
-        rewatch();
-    }
+    explicit RecordWatch(std::string state_dir) : state_dir_(std::move(state_dir)) { rewatch(); }
     void rewatch() {
-        if (fd_.get() < 0) return;
-        const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_ONLYDIR;
-        for (auto& d : {state_dir_, placement::refusal_record::dir(state_dir_)}) (void)::inotify_add_watch(fd_.get(), d.c_str(), mask);
+        for (auto& d : {state_dir_, placement::refusal_record::dir(state_dir_)}) (void)watch_.add(d);
     }
-    /// Waits up to `ms` for a change; true when one came. Drains what arrived.
-    bool wait(int ms) {
-        if (fd_.get() < 0) {
-            ::poll(nullptr, 0, ms);
-            return false;
-        }
-        pollfd p{fd_.get(), POLLIN, 0};
-        if (::poll(&p, 1, ms) <= 0) return false;
-        char buf[16384];
-        while (::read(fd_.get(), buf, sizeof buf) > 0) {
-        }
-        return true;
-    }
+    bool wait(int ms) { return watch_.wait(ms); }
 
 private:
     std::string state_dir_;
-    base::UniqueFd fd_;
+    base::DirWatch watch_{"reading every resync only"};
 };
 
 /// What the agent remembers of a pod's record, as long as the record is there.
