@@ -278,7 +278,7 @@ std::vector<std::string> drop_nested_index(const std::string& state_dir) {
         struct stat st {};
         if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
         for (auto& f : base::fs::list_dir(dir)) ::unlink((dir + "/" + f).c_str());
-        for (auto& t : remove_stale_temps(dir)) (void)t;
+        (void)remove_stale_temps(dir);   // a killed writer's temp file: rmdir needs the directory empty
         ::rmdir(dir.c_str());
         out.push_back(dir);
     }
