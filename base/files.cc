@@ -86,13 +86,18 @@ std::optional<std::string> read_at(int at, const std::string& name, const std::s
 void create_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable) {
     base::UniqueFd fd(::openat(at, name.c_str(), O_RDWR | O_EXCL | O_CREAT | O_CLOEXEC, 0600));
     if (!fd) fail_io("create", shown, errno);
-    while (!data.empty()) {
-        ssize_t n = ::write(fd.get(), data.data(), data.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail_io("write", shown, errno);
-        data.remove_prefix(static_cast<size_t>(n));
+    try {
+        while (!data.empty()) {
+            ssize_t n = ::write(fd.get(), data.data(), data.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) fail_io("write", shown, errno);
+            data.remove_prefix(static_cast<size_t>(n));
+        }
+        if (durable) sync(fd.get(), shown);
+    } catch (...) {
+        ::unlinkat(at, name.c_str(), 0);   // ours: created just now; no half-written file stays
+        throw;
     }
-    if (durable) sync(fd.get(), shown);
 }
 
 namespace {

@@ -37,7 +37,8 @@ base::UniqueFd open_dir(int at, const std::string& name, const std::string& show
 base::UniqueFd make_dir(int at, const std::string& name, const std::string& shown, mode_t mode);
 /// Up to `max` bytes of a file; nullopt when it does not exist. Symlinks are not followed.
 std::optional<std::string> read_at(int at, const std::string& name, const std::string& shown, size_t max = 4096);
-/// Creates `name` exclusively (0600) and writes `data`; fsyncs it when `durable`.
+/// Creates `name` exclusively (0600) and writes `data`; fsyncs it when `durable`. A failed
+/// write or sync removes the file again.
 void create_file(int at, const std::string& name, std::string_view data, const std::string& shown, bool durable);
 /// Writes `data` over the start of `name` (created 0600 when missing, never followed if a
 /// symlink), then cuts off whatever was beyond it. No truncate to zero first: on ext4 that

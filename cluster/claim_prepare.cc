@@ -440,7 +440,7 @@ Answer Preparer::hold(pc::Record& rec, const std::vector<std::pair<pc::Device, s
         if (d.kind == "vf") {
             if (auto holder = pc::hold_vf(o_.state_dir, d.pci, rec.uid))
                 refused = "device " + d.pool + "/" + d.device + ": VF " + d.pci + " is held by claim uid " + *holder;
-        } else if (d.kind == "link" && (d.egress_bps || d.ingress_bps)) {
+        } else if (d.books_bandwidth()) {
             refused = book_bandwidth(o_.state_dir, d, rec, speed, o_.bandwidth_overcommit);
             if (!refused.empty()) refused = "device " + d.pool + "/" + d.device + ": " + refused;
         }
@@ -450,8 +450,7 @@ Answer Preparer::hold(pc::Record& rec, const std::vector<std::pair<pc::Device, s
         }
         base::failpoint("prepare-after-hold");
     }
-    if (rec.books_bandwidth())   // what ADD looks up by pod; one file fewer for a VF's claim
-        for (const auto& pod : rec.pods) pc::index_pod(o_.state_dir, pod.uid, rec.uid);
+    pc::index_pods(o_.state_dir, rec);
     base::failpoint("prepare-before-record");
     rec.state = "prepared";
     pc::create(o_.state_dir, rec);   // prepare() found none (or released the last one) under the lock
@@ -522,7 +521,7 @@ std::vector<std::string> Preparer::recover() {
                     if (auto other = pc::hold_vf(o_.state_dir, d.pci, uid))
                         base::log::warn("recovery: VF " + d.pci + " of " + r->key() + " (uid " + uid + ") is held by claim uid " + *other);
                 }
-                if (d.kind == "link" && (d.egress_bps || d.ingress_bps) &&
+                if (d.books_bandwidth() &&
                     !has_entry(o_.state_dir, d.link, uid, d.request)) {
                     ledger::Entry e{pc::kLedgerNetwork, uid, d.request, d.egress_bps, d.ingress_bps, 0, 1.0, ""};
                     e.pod = r->key();
@@ -530,8 +529,7 @@ std::vector<std::string> Preparer::recover() {
                     did.push_back("booked again " + r->key() + "'s bandwidth on " + d.link);
                 }
             }
-            if (r->books_bandwidth())
-                for (const auto& pod : r->pods) pc::index_pod(o_.state_dir, pod.uid, uid);
+            pc::index_pods(o_.state_dir, *r);
             continue;
         }
         release(*r);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "base/error.h"
@@ -60,9 +61,7 @@ bool Record::holds_pod(const std::string& pod_uid) const {
 }
 
 bool Record::books_bandwidth() const {
-    for (const auto& d : devices)
-        if (d.kind == "link" && (d.egress_bps || d.ingress_bps)) return true;
-    return false;
+    return std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.books_bandwidth(); });
 }
 
 std::string root(const std::string& state_dir) { return state_dir + "/dra"; }
@@ -143,17 +142,10 @@ void write(const std::string& state_dir, const Record& r) {
 void create(const std::string& state_dir, const Record& r) {
     if (!valid_uid(r.uid)) throw base::Error("'" + r.uid + "' is not a claim UID");
     const std::string dir = claims_dir(state_dir), name = r.uid + ".json", path = dir + "/" + name;
-    base::fs::mkdir_p(dir, 0700);
-    base::UniqueFd at = base::fs::open_dir(AT_FDCWD, dir, dir);
-    base::UniqueFd fd(::openat(at.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd) base::fs::fail_io("create", path, errno);
+    base::UniqueFd at = base::fs::make_dir(AT_FDCWD, dir, dir, 0700);   // dra/ is there: its lock made it
+    // Under a page: one write, which a kill -9 lands before or after, never inside.
+    base::fs::create_file(at.get(), name, to_json(r).dump() + "\n", path, true);
     try {
-        // Under a page: one write, which a kill -9 lands before or after, never inside.
-        std::string data = to_json(r).dump() + "\n";
-        ssize_t n = ::write(fd.get(), data.data(), data.size());
-        if (n < 0) base::fs::fail_io("write", path, errno);
-        if (static_cast<size_t>(n) != data.size()) base::fs::fail_io("write", path, EIO);   // a full disk, part-way
-        base::fs::sync(fd.get(), path);
         base::fs::sync(at.get(), dir);
     } catch (...) {
         ::unlinkat(at.get(), name.c_str(), 0);
@@ -231,18 +223,21 @@ std::string index_name(const std::string& pod_uid, const std::string& claim_uid)
 
 }  // namespace
 
-void index_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid) {
-    if (!valid_uid(pod_uid) || !valid_uid(claim_uid)) throw base::Error("'" + pod_uid + "' or '" + claim_uid + "' is not a UID");
-    // An empty file, flat in pods/: one create, no directory per pod (a mkdir costs more
-    // than the file). Not synced: rebuilt from the records at start.
-    std::string path = pods_dir(state_dir) + "/" + index_name(pod_uid, claim_uid);
-    for (int attempt = 0; attempt < 2; ++attempt) {
-        base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-        if (fd || errno == EEXIST) return;
-        if (errno != ENOENT) break;
-        base::fs::mkdir_p(pods_dir(state_dir), 0700);
+void index_pods(const std::string& state_dir, const Record& r) {
+    if (!r.books_bandwidth()) return;
+    const std::string dir = pods_dir(state_dir);
+    base::UniqueFd at = base::fs::make_dir(AT_FDCWD, dir, dir, 0700);   // dra/ is there: its lock made it
+    for (const auto& pod : r.pods) {
+        if (!valid_uid(pod.uid) || !valid_uid(r.uid)) throw base::Error("'" + pod.uid + "' or '" + r.uid + "' is not a UID");
+        // An empty file, flat in pods/: one create, no directory per pod (a mkdir costs more
+        // than the file). Not synced: rebuilt from the records at start.
+        const std::string name = index_name(pod.uid, r.uid);
+        try {
+            base::fs::create_file(at.get(), name, "", dir + "/" + name, false);
+        } catch (const base::Error& e) {
+            if (e.sys_errno != EEXIST) throw;
+        }
     }
-    base::fs::fail_io("create", path, errno);
 }
 
 void unindex_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid) {

@@ -41,6 +41,9 @@ struct Device {
     std::string pci;                     ///< vf: the VF's PCI address
     std::string link;                    ///< link: its ledger name (a PF's PCI address, a master)
     uint64_t egress_bps = 0, ingress_bps = 0;   ///< link: what the claim consumes
+
+    /// A link whose bandwidth the claim books in the ledger.
+    bool books_bandwidth() const { return kind == "link" && (egress_bps || ingress_bps); }
 };
 
 struct Pod {
@@ -58,7 +61,7 @@ struct Record {
     std::vector<Device> devices;
 
     bool holds_pod(const std::string& pod_uid) const;
-    /// A link device of it books bandwidth: ADD of its pods looks it up by pod (the index).
+    /// A device of it books bandwidth: ADD of its pods looks it up by pod (the index).
     bool books_bandwidth() const;
     std::string key() const { return ns + "/" + name; }
 };
@@ -95,8 +98,9 @@ void release_vf(const std::string& state_dir, const std::string& pci, const std:
 /// Every held VF: (pci, uid).
 std::vector<std::pair<std::string, std::string>> held_vfs(const std::string& state_dir);
 
-/// pods/<pod>.<claim>: the claim is prepared for the pod.
-void index_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid);
+/// pods/<pod>.<claim> for each of the record's pods, when it books bandwidth (what ADD looks
+/// up by pod; a VF's claim is found by its deviceID). Call under the records' lock.
+void index_pods(const std::string& state_dir, const Record& r);
 void unindex_pod(const std::string& state_dir, const std::string& pod_uid, const std::string& claim_uid);
 /// The claims prepared for `pod_uid` (none: one failed opendir, or one read of pods/).
 std::vector<std::string> pod_claims(const std::string& state_dir, const std::string& pod_uid);

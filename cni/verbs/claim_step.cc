@@ -62,7 +62,7 @@ ClaimHold check_claim(const Context& ctx, const placement::Subject& s) {
         auto r = pc::read(c.state_dir, uid);
         if (!r || r->state != "prepared") continue;
         for (const auto& dev : r->devices) {
-            if (dev.kind != "link" || (!dev.egress_bps && !dev.ingress_bps)) continue;
+            if (!dev.books_bandwidth()) continue;
             if (link.empty()) link = placement::attachment_link(c, s);
             if (dev.link != link) continue;
             h.bandwidth_booked = true;
