@@ -10,6 +10,7 @@
 //                                    counted on its own PF
 //   request "pool"  pool.topocni.io  one address from each of the network's range sets
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,14 @@ struct ClaimPlan {
 /// What a NAD's network asks of DRA. Pod-independent (a template serves every pod): the
 /// pod's bandwidth annotations are left to ADD's ledger, as its notes say.
 ClaimPlan claim_plan(const PodNetwork& n, const std::string& driver);
+
+/// The addresses each network keeps free, by network name (the config's "name", as the
+/// pools are published): the largest topology.minFreeAddresses of the NADs naming it. ADD
+/// wants that many left after its own address; the node publishes each pool's capacity
+/// less it (SliceOptions::address_reserve), and the claim consumes one: the scheduler's
+/// consumed capacity then counts exactly what ADD will find taken. A NAD asking less than
+/// another NAD of its network is held to the larger reserve.
+std::map<std::string, long long> address_reserves(const std::vector<PodNetwork>& nets);
 
 /// The name of a NAD's template and of the pod's claim entry: "<nad>-topocni", a DNS label
 /// (the claim entry's rule) made from the NAD's name.

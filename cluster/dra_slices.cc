@@ -159,13 +159,15 @@ std::vector<json> devices(const placement::NodeFacts& f, const SliceOptions& o) 
                                   free_bandwidth(f, l.name, l.speed_mbps, o.bandwidth_overcommit), room));
     }
     for (const auto& n : f.networks) {
+        auto reserve = o.address_reserve.find(n.name);
+        const unsigned __int128 keep = reserve == o.address_reserve.end() ? 0 : static_cast<unsigned __int128>(reserve->second);
         for (const auto& s : n.sets) {
-            if (s.used >= s.size) continue;   // exhausted: not offered
+            if (s.used >= s.size || s.size - s.used <= keep) continue;   // nothing a claim may take: not offered
             json attrs = {{"type", text("pool")}, {"network", text(n.name)}};
             if (s.range_set.size() <= kMaxAttributeValueLength) attrs["rangeSet"] = text(s.range_set);
             out.push_back({{"name", device_name("pool", n.name + "-" + s.range_set)},
                            {"attributes", attrs},
-                           {"capacity", {{"addresses", one_each(s.size - s.used)}}},
+                           {"capacity", {{"addresses", one_each(s.size - s.used - keep)}}},
                            {"allowMultipleAllocations", true}});
         }
     }

@@ -36,6 +36,11 @@ struct SliceOptions {
     std::optional<long long> max_attachments_per_master;
     /// resourceName per PF (PCI address or netdev), over the SR-IOV device plugin's.
     std::map<std::string, std::string> resource_names;
+    /// Addresses each network keeps free (its NADs' topology.minFreeAddresses, the most of
+    /// them; dra_claims.h address_reserves): a pool offers its free addresses less this, so
+    /// that claims consuming one each stop where ADD would (a selector on the published
+    /// capacity cannot see what claims consumed since).
+    std::map<std::string, long long> address_reserve;
     /// What the facts document does not hold, read from sysfs by the agent; unset or
     /// nullopt: the attribute is left out.
     std::function<std::optional<std::string>(const std::string& pci)> kernel_driver, pcie_root;

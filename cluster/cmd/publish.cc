@@ -10,8 +10,6 @@
 #include <chrono>
 #include <ctime>
 #include <optional>
-#include <mutex>
-#include <set>
 #include <thread>
 
 #include "base/backoff.h"
@@ -21,7 +19,9 @@
 #include "base/log.h"
 #include "base/stop_signal.h"
 #include "cluster/cmd/api_credentials.h"
+#include "cluster/dra_claims.h"
 #include "cluster/nad_informer.h"
+#include "cluster/own_node.h"
 #include "cluster/resources.h"
 #include "cni/error.h"
 #include "kube/client.h"
@@ -85,74 +85,27 @@ public:
         changed = true;
     }
     void replace_node(const std::vector<json>& items) {
-        std::lock_guard<std::mutex> l(mu_);
-        node_ = items.empty() ? json() : items.front();
-        pending_.reset();   // a LIST is newer than anything sent before it
-        node_listed_ = true;
+        node_.replace(items);
         changed = true;
     }
     void node_event(const kube::Event& e) {
-        std::lock_guard<std::mutex> l(mu_);
-        if (e.type == "DELETED") node_ = json();
-        else if (e.type == "ADDED" || e.type == "MODIFIED") node_ = e.object;
-        else return;
-        if (pending_) {
-            // A watch delivers changes in order: until it brings the version our patch made,
-            // an event is older than the patch (our own facts annotation PATCH, say), and the
-            // status it carries must not undo what was sent (the next patch would remove a
-            // resource that is gone already: 422).
-            if (resource_version(node_) == pending_->version || std::chrono::steady_clock::now() > pending_->until) {
-                pending_.reset();
-            } else if (node_.is_object()) {
-                node_["status"]["capacity"] = pending_->capacity;
-                node_["status"]["allocatable"] = pending_->allocatable;
-            }
-        }
+        if (e.type != "ADDED" && e.type != "MODIFIED" && e.type != "DELETED") return;
+        node_.event(e);
         changed = true;
     }
-    /// The capacity just sent, until the watch brings the Node back with it: `patched`, the
-    /// Node as the PATCH left it, is the view now, and stays over older events until the
-    /// watch brings this version (or 30 s passed: a watch that resumed past it).
+    /// Around each status PATCH (cluster/own_node.h says why both halves).
+    void sending() { node_.sending(); }
     void sent(const json& patched, const json& capacity, const json& allocatable) {
-        std::lock_guard<std::mutex> l(mu_);
-        if (!patched.is_object() || resource_version(patched).empty()) return;
-        // The watch brought this version already: the view has it.
-        if (node_.is_object() && resource_version(node_) == resource_version(patched)) return;
-        // Otherwise what the watch brought so far is older than the patch (it delivers in order).
-        node_ = patched;
-        node_["status"]["capacity"] = capacity;
-        node_["status"]["allocatable"] = allocatable;
-        pending_ = Pending{resource_version(patched), capacity, allocatable,
-                           std::chrono::steady_clock::now() + std::chrono::seconds(30)};
+        node_.sent(patched, capacity, allocatable);
     }
-    bool synced() const {
-        std::lock_guard<std::mutex> l(mu_);
-        return nads_->synced() && node_listed_;
-    }
+    bool synced() const { return nads_->synced() && node_.listed(); }
     std::vector<cluster::PodNetwork> networks() const { return nads_->all(); }
-    json node() const {
-        std::lock_guard<std::mutex> l(mu_);
-        return node_;
-    }
-    static std::string resource_version(const json& o) {
-        auto md = o.find("metadata");
-        if (md == o.end() || !md->is_object()) return "";
-        auto rv = md->find("resourceVersion");
-        return rv != md->end() && rv->is_string() ? rv->get<std::string>() : "";
-    }
+    json node() const { return node_.node(); }
     std::atomic<bool> changed{false};
 
 private:
-    mutable std::mutex mu_;       // the Node
     std::shared_ptr<cluster::NadInformer> nads_;   // thread-safe itself
-    json node_;
-    bool node_listed_ = false;
-    struct Pending {
-        std::string version;
-        json capacity, allocatable;
-        std::chrono::steady_clock::time_point until;
-    };
-    std::optional<Pending> pending_;   ///< our last status patch, until the watch brings it
+    cluster::OwnNode node_;                        // likewise
 };
 
 std::map<std::string, std::string> labels_of(const json& node) {
@@ -242,7 +195,9 @@ private:
             if (view_ && view_->node().is_object())
                 for (auto& pool : cluster::unused_pools(nets, f, labels_of(view_->node())))
                     offered.networks.push_back(std::move(pool));
-            slice_sync_.sync(*client_, cluster::dra::devices(offered, o_.devices));
+            cluster::dra::SliceOptions so = o_.devices;
+            so.address_reserve = cluster::dra::address_reserves(nets);
+            slice_sync_.sync(*client_, cluster::dra::devices(offered, so));
             backoff_.reset();
             return true;
         } catch (const base::Error& e) {
@@ -304,6 +259,7 @@ private:
                 }
         }
         if (patch.empty()) return;
+        view_->sending();
         json patched = client_->patch("/api/v1/nodes/" + kube::url_escape(o_.facts.node) + "/status", patch,
                                       "application/json-patch+json", "node '" + o_.facts.node + "' status", "nodes");
         view_->sent(patched, after[0], after[1]);

@@ -1342,6 +1342,10 @@ class ClusterApi:
         self.failing = {}        # path prefix -> status
         self.holding = {}        # path prefix -> threading.Event set at release (hold())
         self.held_now = {}       # path prefix -> requests waiting under it now
+        # The same after the request took effect (its events are out to every watch) and
+        # before its answer is sent (hold_answers()).
+        self.holding_answers, self.answers_held_now = {}, {}
+        self.delivered = {}      # kind -> the newest resourceVersion a WATCH has written out
         # Watch faults (expire_watches, drop_watches, outage, too_large_lists): kind -> count
         # of times the open WATCHes were told to end; kinds whose every WATCH gets a 410.
         self.expired, self.dropped, self.expire_every = {}, {}, set()
@@ -1411,6 +1415,8 @@ class ClusterApi:
                     api.wait_if_held(path)
                     status, answer = api._fault(self.command, path, query) or \
                         api.route(self.command, path, query, self.headers.get("Content-Type"), body)
+                    if not isinstance(answer, tuple):
+                        api.wait_if_held(path, api.holding_answers, api.answers_held_now)
                 else:   # authentication comes first in the API server's handler chain
                     status, answer = 401, UNAUTHORIZED
                 entry["status"] = status
@@ -1473,6 +1479,8 @@ class ClusterApi:
                         else:
                             continue
                         self.chunk(json.dumps(event, separators=(",", ":")).encode() + b"\n")
+                        with api.cond:
+                            api.delivered[kind] = max(api.delivered.get(kind, 0), rv)
                     if stopping or time.monotonic() > end:
                         break
                     r, _, _ = select.select([self.connection], [], [], 0)
@@ -1668,22 +1676,38 @@ class ClusterApi:
         with self.cond:
             self.holding.setdefault(prefix, threading.Event())
 
+    def delivered_to_watches(self, kind):
+        """The newest resourceVersion of `kind` that a WATCH has sent to its client."""
+        with self.cond:
+            return self.delivered.get(kind, 0)
+
+    def hold_answers(self, prefix):
+        """Requests whose path starts with `prefix` take effect (a watch sees their events at
+        once) but their answers wait until release(prefix): a client whose watch is ahead of
+        its own write's answer, as it can be with a real API server."""
+        with self.cond:
+            self.holding_answers.setdefault(prefix, threading.Event())
+
     def release(self, prefix):
         with self.cond:
-            held = self.holding.pop(prefix, None)
-        if held:
-            held.set()
+            held = [t.pop(prefix, None) for t in (self.holding, self.holding_answers)]
+        for e in held:
+            if e:
+                e.set()
 
     def held(self, prefix):
-        """How many requests under `prefix` wait now."""
+        """How many requests under `prefix` wait now (before taking effect or before their
+        answers)."""
         with self.cond:
-            return self.held_now.get(prefix, 0)
+            return self.held_now.get(prefix, 0) + self.answers_held_now.get(prefix, 0)
 
-    def wait_if_held(self, path):
+    def wait_if_held(self, path, holding=None, held_now=None):
+        holding = self.holding if holding is None else holding
+        held_now = self.held_now if held_now is None else held_now
         with self.cond:
-            held = [(p, e) for p, e in self.holding.items() if path.startswith(p)]
+            held = [(p, e) for p, e in holding.items() if path.startswith(p)]
             for p, _ in held:
-                self.held_now[p] = self.held_now.get(p, 0) + 1
+                held_now[p] = held_now.get(p, 0) + 1
         try:
             for _, e in held:
                 deadline = time.monotonic() + 120
@@ -1692,7 +1716,7 @@ class ClusterApi:
         finally:
             with self.cond:
                 for p, _ in held:
-                    self.held_now[p] -= 1
+                    held_now[p] -= 1
 
     def logged(self, method=None, path=None):
         with self.cond:

@@ -301,6 +301,41 @@ class Capacities(BooksCase):
         self.assertPatchesWellFormed()
         self.stop(p)
 
+    def test_a_relabel_the_watch_brings_before_the_publishers_own_patch_is_answered_is_published(self):
+        # The interleaving behind a flaky run (issue 38): the publisher's status PATCH takes
+        # effect, its watch brings that version and then a relabel, and only then does the
+        # PATCH's answer arrive. Laying that answer over the view put the old labels back,
+        # and no later event corrected them.
+        self.put_all()
+        p = self.publisher(interval=60)
+        self.wait_capacity(self.expected(), "first publication", p)
+        self.api.hold_answers(STATUS_PATH)
+        patches = len(self.status_patches())
+        self.api.put_node(node_object())   # kubelet recreated the Node: the publisher patches
+        end = time.monotonic() + 8
+        while not self.api.held(STATUS_PATH):
+            self.assertLess(time.monotonic(), end, f"no status PATCH; publisher: {self.log_of(p)}")
+            time.sleep(0.02)
+        self.assertEqual(self.status()["capacity"], self.expected(), "the PATCH took effect")
+        m2, m3 = self.masters[1], self.masters[2]
+        self.api.put_node(node_object(labels=dict(LABELS, **{"example.com/zone": "b"}),
+                                      capacity=self.status()["capacity"]))
+        relabelled = self.api.node(NODE)["metadata"]["resourceVersion"]
+        # Both versions out to the publisher's watch before the answer goes.
+        end = time.monotonic() + 8
+        while self.api.delivered_to_watches("nodes") < int(relabelled):
+            self.assertLess(time.monotonic(), end, "the relabel never reached the publisher's watch")
+            time.sleep(0.02)
+        time.sleep(0.3)   # and read by it (a moment: it only parses the line)
+        self.api.release(STATUS_PATH)
+        self.wait_capacity(self.expected(**{
+            BW + f"macvlan.{m2}.egress": None, BW + f"macvlan.{m2}.ingress": None, ADDR + "over-net": None,
+            BW + f"macvlan.{m3}.egress": "100", BW + f"macvlan.{m3}.ingress": "100", ADDR + "elsewhere": "253"}),
+            f"after relabelling to version {relabelled} while the PATCH was unanswered", p, seconds=8)
+        self.assertGreater(len(self.status_patches()), patches + 1)
+        self.assertPatchesWellFormed()
+        self.stop(p)
+
     def test_a_removed_nad_takes_its_resources_along_and_a_new_one_brings_them(self):
         self.put_all()
         p = self.publisher(interval=60)
