@@ -212,7 +212,12 @@ Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeF
         if (p.pool) {
             std::optional<unsigned __int128> least;
             for (auto& u : ipam::pool_usage(*p.pool, p.conf.name)) least = least ? std::min(*least, u.size) : u.size;
-            if (least) keep_least(out, address_resource(p.conf.name), clamp_count(*least));
+            // Every pod of the network requests one address; ADD wants minFreeAddresses left
+            // after its own: the pods the pool can take are its size less that reserve (the
+            // least of the NADs: the largest reserve), as the DRA slices publish it.
+            const unsigned __int128 reserve = t && t->min_free_addresses && *t->min_free_addresses > 0
+                                                  ? static_cast<unsigned __int128>(*t->min_free_addresses) : 0;
+            if (least) keep_least(out, address_resource(p.conf.name), clamp_count(*least > reserve ? *least - reserve : 0));
         }
     }
     return out;

@@ -174,6 +174,31 @@ TEST_CASE("a node offers capacity x overcommit of each link a NAD can land on, t
     CHECK((masters_of(nets) == std::vector<std::string>{"eth1", "eth9"}));
 }
 
+TEST_CASE("a pool offers the pods it can take: its size less the largest minFreeAddresses of its network's NADs") {
+    placement::NodeFacts f;
+    f.node = "w1";
+    placement::LinkFacts l;
+    l.name = "eth1";
+    l.has_device = true;
+    f.links.push_back(l);
+    auto with_reserve = [](const std::string& name, int reserve) {
+        json c = macvlan_conf("shared", {{"ipam", host_local("10.2.0.0/29")}});
+        if (reserve) c["topology"] = {{"minFreeAddresses", reserve}};
+        return nad(name, c);
+    };
+    json none = with_reserve("none", 0), two = with_reserve("two", 2), all = with_reserve("all", 9);
+    auto caps = [&](std::vector<const json*> nads) {
+        std::vector<PodNetwork> nets;
+        for (auto* n : nads) nets.push_back(pod_network({"default", (*n)["metadata"]["name"], ""}, n));
+        return capacities(nets, f, {}).at("addresses.topocni.io/shared");
+    };
+    CHECK(caps({&none}) == 5);
+    // ADD of the fourth pod would leave 1 free address, fewer than 2.
+    CHECK(caps({&two}) == 3);
+    CHECK(caps({&none, &two}) == 3);
+    CHECK(caps({&all}) == 0);
+}
+
 TEST_CASE("every selector operator becomes the same node selector requirement") {
     auto reqs = node_selector_requirements(selector(json{
         {"matchLabels", {{"zone", "a"}}},
