@@ -57,20 +57,6 @@ long long mbps_up(uint64_t bps) { return static_cast<long long>((bps + 999999) /
 
 }  // namespace
 
-std::map<std::string, long long> address_reserves(const std::vector<PodNetwork>& nets) {
-    std::map<std::string, long long> out;
-    for (const auto& n : nets) {
-        if (!n.parsed) continue;
-        const auto& c = n.parsed->conf;
-        if (!c.placement || !c.placement->topology || !c.placement->topology->min_free_addresses) continue;
-        long long m = *c.placement->topology->min_free_addresses;
-        if (m <= 0) continue;
-        auto& r = out[c.name];
-        r = std::max(r, m);
-    }
-    return out;
-}
-
 bool ClaimPlan::empty() const { return spec["devices"]["requests"].empty(); }
 
 ClaimPlan claim_plan(const PodNetwork& n, const std::string& driver) {
@@ -132,7 +118,7 @@ ClaimPlan claim_plan(const PodNetwork& n, const std::string& driver) {
             else
                 plan.notes.push_back("range set " + set + " is too long for an attribute: any set of the network matches");
             // minFreeAddresses needs no selector: the node publishes the set's capacity less
-            // the addresses the network keeps free (address_reserves), so the allocator's
+            // the addresses the network keeps free (resources.h address_reserves), so the allocator's
             // consumed capacity stops claims where ADD would, also after claims it allocated.
             json pool = request(i ? "pool-" + std::to_string(i) : std::string("pool"), kPoolClass, sel);
             pool["exactly"]["capacity"] = {{"requests", {{cap("addresses"), "1"}}}};

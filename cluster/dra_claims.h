@@ -36,14 +36,6 @@ struct ClaimPlan {
 /// pod's bandwidth annotations are left to ADD's ledger, as its notes say.
 ClaimPlan claim_plan(const PodNetwork& n, const std::string& driver);
 
-/// The addresses each network keeps free, by network name (the config's "name", as the
-/// pools are published): the largest topology.minFreeAddresses of the NADs naming it. ADD
-/// wants that many left after its own address; the node publishes each pool's capacity
-/// less it (SliceOptions::address_reserve), and the claim consumes one: the scheduler's
-/// consumed capacity then counts exactly what ADD will find taken. A NAD asking less than
-/// another NAD of its network is held to the larger reserve.
-std::map<std::string, long long> address_reserves(const std::vector<PodNetwork>& nets);
-
 /// The name of a NAD's template and of the pod's claim entry: "<nad>-topocni", a DNS label
 /// (the claim entry's rule) made from the NAD's name.
 std::string claim_name(const std::string& nad_name);

@@ -20,9 +20,14 @@ void OwnNode::replace(const std::vector<json>& items) {
 
 void OwnNode::event(const kube::Event& e) {
     std::lock_guard<std::mutex> l(mu_);
-    if (e.type == "DELETED") node_ = json();
-    else if (e.type == "ADDED" || e.type == "MODIFIED") node_ = e.object;
-    else return;
+    if (e.type == "DELETED") {
+        node_ = json();
+        overlay_.reset();   // a Node made again starts from what kubelet registers, not from our patch
+    } else if (e.type == "ADDED" || e.type == "MODIFIED") {
+        node_ = e.object;
+    } else {
+        return;
+    }
     const std::string version = resource_version(node_);
     if (in_flight_ && !version.empty()) {
         if (in_flight_->seen.size() < kSeenBound) in_flight_->seen.insert(version);

@@ -223,6 +223,22 @@ Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeF
     return out;
 }
 
+std::map<std::string, long long> address_reserves(const std::vector<PodNetwork>& nads,
+                                                  const std::map<std::string, std::string>& labels) {
+    std::map<std::string, long long> out;
+    placement::NodeLabels node_labels{labels, "the Node object", "", "the Node object"};
+    for (auto& n : nads) {
+        if (!n.parsed || !n.error.empty()) continue;
+        const auto& p = *n.parsed;
+        if (!p.pool || !lands_on(p, node_labels)) continue;
+        const auto& pl = p.conf.placement;
+        if (!pl || !pl->topology || !pl->topology->min_free_addresses || *pl->topology->min_free_addresses <= 0) continue;
+        auto& r = out[p.conf.name];
+        r = std::max(r, *pl->topology->min_free_addresses);
+    }
+    return out;
+}
+
 std::vector<placement::NetworkFacts> unused_pools(const std::vector<PodNetwork>& nads, const placement::NodeFacts& f,
                                                   const std::map<std::string, std::string>& labels) {
     std::vector<placement::NetworkFacts> out;

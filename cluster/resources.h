@@ -74,6 +74,16 @@ Needs needs_of(const PodNetwork& n, const std::map<std::string, std::string>& an
 Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeFacts& facts,
                      const std::map<std::string, std::string>& labels);
 
+/// The addresses each network keeps free, by network name (the config's "name", as pools
+/// are published): the largest topology.minFreeAddresses of the NADs naming it that can
+/// land on this node (those `capacities` counts). ADD wants that many left after its own
+/// address; the node publishes each pool less it (in the DRA slices,
+/// dra::SliceOptions::address_reserve; in the extended resources, by `capacities`), and a
+/// claim or pod takes one: the scheduler's count then stops where ADD will. A NAD asking
+/// less than another NAD of its network is held to the larger reserve.
+std::map<std::string, long long> address_reserves(const std::vector<PodNetwork>& nads,
+                                                  const std::map<std::string, std::string>& labels);
+
 /// The address pools of the NADs that can land on this node (their nodeSelector meets
 /// `labels`) and that the facts do not know yet (no attachment here has used them): each
 /// range set with what its store (dataDir) holds. The DRA devices offer them before the

@@ -19,7 +19,6 @@
 #include "base/log.h"
 #include "base/stop_signal.h"
 #include "cluster/cmd/api_credentials.h"
-#include "cluster/dra_claims.h"
 #include "cluster/nad_informer.h"
 #include "cluster/own_node.h"
 #include "cluster/resources.h"
@@ -196,7 +195,8 @@ private:
                 for (auto& pool : cluster::unused_pools(nets, f, labels_of(view_->node())))
                     offered.networks.push_back(std::move(pool));
             cluster::dra::SliceOptions so = o_.devices;
-            so.address_reserve = cluster::dra::address_reserves(nets);
+            // Before the Node is known: the reserves of the NADs that need no label.
+            if (view_) so.address_reserve = cluster::address_reserves(nets, labels_of(view_->node()));
             slice_sync_.sync(*client_, cluster::dra::devices(offered, so));
             backoff_.reset();
             return true;

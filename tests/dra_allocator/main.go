@@ -8,6 +8,8 @@
 //	 "allocated": [ResourceClaim], "claims": [ResourceClaim]}
 //	  -> {"results": [{"claim": name, "outcome": "allocated"|"unfit"|"error",
 //	                   "allocation": AllocationResult, "error": text}]}
+//	  ("unfit" with an error: one wrapping structured.ErrFailedAllocationOnNode, which
+//	  kube-scheduler reports as the node's unschedulable reason)
 //	  The claims are allocated one after another on the node, each on top of the
 //	  allocated claims and the claims allocated before it in this request, as
 //	  kube-scheduler assumes a claim it allocated before it looks at the next pod.
@@ -168,6 +170,9 @@ func (o *oracle) allocate(ctx context.Context, req allocateRequest) ([]allocateR
 		}
 		results, err := a.Allocate(ctx, req.Node, []*resourceapi.ResourceClaim{claim})
 		switch {
+		case err != nil && errors.Is(err, structured.ErrFailedAllocationOnNode):
+			// kube-scheduler: unschedulable on this node, not a failure of the attempt.
+			res.Outcome, res.Error = "unfit", err.Error()
 		case err != nil:
 			res.Outcome, res.Error = "error", err.Error()
 		case results == nil:

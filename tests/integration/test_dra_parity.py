@@ -346,6 +346,9 @@ class DraParity(unittest.TestCase):
         rng = random.Random(SEED + 4)
         steps, allocated_n, refusals, mismatches = 0, 0, 0, []
         for node in nodes:
+            # The NADs as this node's files see them (publish() left the last node's): the
+            # plugin's re-check reads this node's pools.
+            self.api.replace(nodes=list(self.api.nodes.values()), nads=[self.on_node(n, node) for n in nads])
             k = self.kubelet_plugin(node)
             mine = [s for s in slices if s["spec"]["nodeName"] == node["name"]]
             vfs = [d for s in mine for d in s["spec"]["devices"] if d["attributes"]["type"]["string"] == "vf"]

@@ -326,7 +326,9 @@ class Capacities(BooksCase):
         while self.api.delivered_to_watches("nodes") < int(relabelled):
             self.assertLess(time.monotonic(), end, "the relabel never reached the publisher's watch")
             time.sleep(0.02)
-        time.sleep(0.3)   # and read by it (a moment: it only parses the line)
+        # And read by it: it only parses the line. Were it read after the answer, the test
+        # would pass without the interleaving (it fails without the fix when it happens).
+        time.sleep(1.0)
         self.api.release(STATUS_PATH)
         self.wait_capacity(self.expected(**{
             BW + f"macvlan.{m2}.egress": None, BW + f"macvlan.{m2}.ingress": None, ADDR + "over-net": None,

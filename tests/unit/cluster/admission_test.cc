@@ -199,6 +199,22 @@ TEST_CASE("a pool offers the pods it can take: its size less the largest minFree
     CHECK(caps({&all}) == 0);
 }
 
+TEST_CASE("a network's reserve is the largest minFreeAddresses of its NADs that land on the node and parse") {
+    auto conf = [](const std::string& network, int reserve, const json& extra = json::object()) {
+        json c = macvlan_conf(network, {{"ipam", host_local("10.2.0.0/29")}, {"topology", {{"minFreeAddresses", reserve}}}});
+        c.update(extra);
+        return c;
+    };
+    json a = nad("a", conf("shared", 2)), b = nad("b", conf("shared", 3)), c = nad("c", conf("other", 1));
+    json elsewhere = nad("elsewhere", conf("shared", 5, {{"nodeSelector", {{"zone", "b"}}}}));
+    json no_pool = nad("no-pool", macvlan_conf("bare", {{"topology", {{"minFreeAddresses", 4}}}}));
+    std::vector<PodNetwork> nets;
+    for (auto* n : {&a, &b, &c, &elsewhere, &no_pool}) nets.push_back(pod_network({"default", (*n)["metadata"]["name"], ""}, n));
+    nets.push_back(pod_network({"default", "missing", ""}, nullptr));   // a NAD that is not there: no reserve, no throw
+    CHECK((address_reserves(nets, {{"zone", "a"}}) == std::map<std::string, long long>{{"other", 1}, {"shared", 3}}));
+    CHECK((address_reserves(nets, {{"zone", "b"}}) == std::map<std::string, long long>{{"other", 1}, {"shared", 5}}));
+}
+
 TEST_CASE("every selector operator becomes the same node selector requirement") {
     auto reqs = node_selector_requirements(selector(json{
         {"matchLabels", {{"zone", "a"}}},

@@ -165,6 +165,22 @@ TEST_CASE("a host-local range set offers its free addresses; an exhausted one is
     CHECK(pools == 1);
 }
 
+TEST_CASE("a range set offers its free addresses less its network's reserve, and nothing when the reserve takes them all") {
+    SliceOptions o;
+    o.address_reserve = {{"blue", 4}};
+    auto pools = [&](const SliceOptions& with, int used) {
+        std::vector<std::string> out;
+        for (const auto& d : devices(facts(1, used), with))
+            if (d["attributes"]["type"]["string"] == "pool" && str(d, "rangeSet") == "10.1.0.0/24") out.push_back(cap(d, "addresses"));
+        return out;
+    };
+    CHECK((pools(o, 10) == std::vector<std::string>{"240"}));
+    CHECK((pools(o, 249) == std::vector<std::string>{"1"}));   // 254 - 249 = 5 free: one more may take an address
+    CHECK((pools(o, 250) == std::vector<std::string>{}));
+    o.address_reserve = {{"red", 4}};   // another network's reserve changes nothing here
+    CHECK((pools(o, 10) == std::vector<std::string>{"244"}));
+}
+
 TEST_CASE("device names are DNS labels, one to one for PCI addresses, hashed for names that are not") {
     CHECK(device_name("vf", "0000:03:02.1") == "vf-0000-03-02-1");
     std::string a = device_name("link", "Eth_1.100"), b = device_name("link", "eth-1-100");
