@@ -48,7 +48,7 @@ void OwnNode::overlay_locked(Clock::time_point now) {
 
 void OwnNode::sending() {
     std::lock_guard<std::mutex> l(mu_);
-    in_flight_.emplace();
+    in_flight_ = InFlight{{}, false, false};
 }
 
 void OwnNode::sent(const json& patched, const json& capacity, const json& allocatable, Clock::time_point now) {

@@ -65,10 +65,12 @@ private:
         Clock::time_point until;
     };
     std::optional<Overlay> overlay_;
+    // No default member initialisers: clang cannot default-construct a nested class that
+    // has them inside std::optional::emplace (is_constructible is false there).
     struct InFlight {
         std::set<std::string> seen;   ///< versions the watch brought since `sending`
-        bool relisted = false;        ///< a LIST since: its order against the PATCH is unknown
-        bool overflowed = false;
+        bool relisted;                ///< a LIST since: its order against the PATCH is unknown
+        bool overflowed;
     };
     std::optional<InFlight> in_flight_;
 };
