@@ -34,7 +34,7 @@ GO_BUILD      ?= build-go
 DRA_ALLOCATOR := $(abspath $(GO_BUILD))/dra-allocator
 TEST_ENV       = TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) TOPOCNI_DRA_ALLOCATOR=$(DRA_ALLOCATOR)
 
-.PHONY: all deps dra-allocator build release test demo install deb bench san-configure fuzz-build fuzz test-sanitize clean
+.PHONY: all deps dra-allocator cluster-tools build release test demo install deb bench san-configure fuzz-build fuzz test-sanitize clean
 
 all: build
 
@@ -52,6 +52,12 @@ dra-allocator:
 	@if [ -n "$(GO)" ]; then \
 	  cd tests/dra_allocator && CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o $(DRA_ALLOCATOR) . ; \
 	else echo "Go is not installed: tests/dra_allocator not built (the DRA parity tests will skip)"; fi
+
+# The upstream binaries the cluster tests run (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubelet v1.37.2 and etcd v3.6.16, from the Go module proxy), built once into
+# a cache outside the repository keyed by everything that shapes them (tests/cluster_tools/build.py).
+cluster-tools:
+	/usr/bin/python3 tests/cluster_tools/build.py
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOPOCNI_FAILPOINTS=ON
