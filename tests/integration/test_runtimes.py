@@ -209,6 +209,10 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.a
             with self.subTest(network=conflist["name"]):
                 net_d = os.path.join(w, "net.d-" + conflist["name"])
                 os.makedirs(net_d)
+                # What the container saw goes to a file: ctr's copy of a short-lived task's
+                # stdout was seen empty once (the container ran and exited 0).
+                out = os.path.join(w, "out-" + conflist["name"])
+                os.makedirs(out)
                 with open(os.path.join(net_d, "10-topo.conflist"), "w") as f:
                     json.dump(conflist, f)
                 script = f"""set -e
@@ -226,7 +230,8 @@ CTD=$!
 trap 'kill $CTD; wait $CTD 2>/dev/null || true' EXIT
 for i in $(seq 50); do [ -S {sock} ] && break; sleep 0.1; done
 ctr -a {sock} images import --no-unpack=false {image} >/dev/null
-ctr -a {sock} run --rm --cni localhost/topocni-test:1 c{self.tag} /bin/sh -c 'ip -o addr show eth0; ip route'
+ctr -a {sock} run --rm --cni --mount type=bind,src={out},dst=/out,options=rbind:rw localhost/topocni-test:1 c{self.tag} \
+  /bin/sh -c 'ip -o addr show eth0 >/out/seen 2>&1; ip route >>/out/seen 2>&1'
 """
                 p = subprocess.run(["nsenter", f"--net=/run/netns/{self.node}", "unshare", "-m", "bash", "-c", script],
                                    capture_output=True, text=True, timeout=180)
@@ -234,7 +239,9 @@ ctr -a {sock} run --rm --cni localhost/topocni-test:1 c{self.tag} /bin/sh -c 'ip
                     with open(f"{w}/containerd.log") as f:
                         self.fail(p.stdout + p.stderr + f.read()[-2000:])
                 subnet = "10.81.0." if "tv" in conflist["name"] else "10.82.0."
-                self.assertIn("inet " + subnet, p.stdout)
+                with open(os.path.join(out, "seen")) as f:
+                    seen = f.read()
+                self.assertIn("inet " + subnet, seen, f"the container saw: {seen!r}; ctr: {p.stdout!r} {p.stderr!r}")
                 self.assert_released(conflist["name"])
 
 
