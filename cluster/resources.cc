@@ -184,6 +184,7 @@ Needs needs_of(const PodNetwork& n, const std::map<std::string, std::string>& an
 
 Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeFacts& f, const std::map<std::string, std::string>& labels) {
     Resources out;
+    const auto reserves = address_reserves(nads, labels);
     placement::NodeLabels node_labels{labels, "the Node object", f.node, "the Node object"};
     for (auto& n : nads) {
         if (!n.parsed || !n.error.empty()) continue;
@@ -212,11 +213,10 @@ Resources capacities(const std::vector<PodNetwork>& nads, const placement::NodeF
         if (p.pool) {
             std::optional<unsigned __int128> least;
             for (auto& u : ipam::pool_usage(*p.pool, p.conf.name)) least = least ? std::min(*least, u.size) : u.size;
-            // Every pod of the network requests one address; ADD wants minFreeAddresses left
-            // after its own: the pods the pool can take are its size less that reserve (the
-            // least of the NADs: the largest reserve), as the DRA slices publish it.
-            const unsigned __int128 reserve = t && t->min_free_addresses && *t->min_free_addresses > 0
-                                                  ? static_cast<unsigned __int128>(*t->min_free_addresses) : 0;
+            // Every pod of the network requests one address: the pods the pool can take are
+            // its size less the network's reserve, as the DRA slices publish it.
+            auto r = reserves.find(p.conf.name);
+            const unsigned __int128 reserve = r == reserves.end() ? 0 : static_cast<unsigned __int128>(r->second);
             if (least) keep_least(out, address_resource(p.conf.name), clamp_count(*least > reserve ? *least - reserve : 0));
         }
     }

@@ -191,12 +191,15 @@ private:
         try {
             if (!client_) connect();
             placement::NodeFacts offered = f;
-            if (view_ && view_->node().is_object())
-                for (auto& pool : cluster::unused_pools(nets, f, labels_of(view_->node())))
-                    offered.networks.push_back(std::move(pool));
             cluster::dra::SliceOptions so = o_.devices;
-            // Before the Node is known: the reserves of the NADs that need no label.
-            if (view_) so.address_reserve = cluster::address_reserves(nets, labels_of(view_->node()));
+            if (view_) {
+                const json node = view_->node();
+                const auto labels = labels_of(node);
+                if (node.is_object())
+                    for (auto& pool : cluster::unused_pools(nets, f, labels)) offered.networks.push_back(std::move(pool));
+                // Before the Node is known: the reserves of the NADs that need no label.
+                so.address_reserve = cluster::address_reserves(nets, labels);
+            }
             slice_sync_.sync(*client_, cluster::dra::devices(offered, so));
             backoff_.reset();
             return true;
