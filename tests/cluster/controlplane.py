@@ -1,0 +1,206 @@
+"""A real control plane on one machine for the cluster tests: etcd (tmpfs, no fsync),
+kube-apiserver (Node,RBAC and NodeRestriction), kube-controller-manager (every controller
+but node lifecycle) and kube-scheduler, v1.37.2 from `make cluster-tools`, on loopback
+and free ports, certificates from a harness CA.
+
+Every process is started with PR_SET_PDEATHSIG, so none outlives the test process even
+when it is killed; etcd's tmpfs is mounted in its own mount namespace and goes with it.
+stop() ends them in reverse order and waits for each.
+"""
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+from kubeapi import Client
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PR_SET_PDEATHSIG = 1
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent():
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def tools_dir():
+    d = os.environ.get("TOPOCNI_CLUSTER_TOOLS")
+    if d:
+        return d
+    p = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "../cluster_tools/build.py")],
+                       capture_output=True, text=True, check=True)
+    return p.stdout.strip().splitlines()[-1]
+
+
+class Pki:
+    """A CA, and certificates it signs, in `d` (EC P-256; openssl)."""
+
+    def __init__(self, d):
+        self.d = d
+        os.makedirs(d, exist_ok=True)
+        self._ssl("req", "-x509", *self._ec("ca"), "-out", "ca.crt", "-days", "2", "-subj", "/CN=topocni-cluster-ca")
+        self._ssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key")
+        self._ssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+
+    @staticmethod
+    def _ec(name):
+        return ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{name}.key"]
+
+    def _ssl(self, *args):
+        subprocess.run(["openssl", *args], cwd=self.d, check=True, capture_output=True)
+
+    def path(self, name):
+        return os.path.join(self.d, name)
+
+    def cert(self, name, cn, orgs=(), server_ips=(), server_dns=()):
+        subj = "".join(f"/O={o}" for o in orgs) + f"/CN={cn}"
+        self._ssl("req", "-new", *self._ec(name), "-out", f"{name}.csr", "-subj", subj)
+        sans = [f"IP:{a}" for a in server_ips] + [f"DNS:{n}" for n in server_dns]
+        ext = "extendedKeyUsage=" + ("serverAuth" if sans else "clientAuth") + "\n"
+        if sans:
+            ext += "subjectAltName=" + ",".join(sans) + "\n"
+        with open(self.path(f"{name}.ext"), "w") as f:
+            f.write(ext)
+        self._ssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                  "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
+        return self.path(f"{name}.crt"), self.path(f"{name}.key")
+
+
+def kubeconfig(path, server, ca, cert=None, key=None, token_file=None):
+    user = f"    client-certificate: {cert}\n    client-key: {key}\n" if cert else f"    tokenFile: {token_file}\n"
+    with open(path, "w") as f:
+        f.write(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: {server}
+    certificate-authority: {ca}
+users:
+- name: u
+  user:
+{user}contexts:
+- name: c
+  context: {{cluster: c, user: u}}
+current-context: c
+""")
+    return path
+
+
+class ControlPlane:
+    def __init__(self, workdir=None):
+        self.dir = workdir or tempfile.mkdtemp(prefix="tcp-", dir="/tmp")
+        self.procs = []   # (name, Popen, log path)
+        self.bin = tools_dir()
+
+    def _start(self, name, argv, unshare_tmpfs=None):
+        log = os.path.join(self.dir, f"{name}.log")
+        if unshare_tmpfs:   # the data dir on a tmpfs of the process's own mount namespace
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    f'mount -t tmpfs -o size=512m tmpfs "$0" && exec "$@"', unshare_tmpfs] + argv
+        with open(log, "w") as f:
+            p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        self.procs.append((name, p, log))
+        return p
+
+    def log(self, name):
+        with open(os.path.join(self.dir, f"{name}.log")) as f:
+            return f.read()
+
+    def start(self):
+        t0 = time.monotonic()
+        pki = self.pki = Pki(os.path.join(self.dir, "pki"))
+        self.port = free_port()
+        self.server = f"https://127.0.0.1:{self.port}"
+        ca = pki.path("ca.crt")
+        srv_crt, srv_key = pki.cert("apiserver", "kube-apiserver", server_ips=["127.0.0.1"],
+                                    server_dns=["localhost", "kubernetes.default.svc"])
+        admin = pki.cert("admin", "topocni-admin", orgs=["system:masters"])
+        kcm = pki.cert("kcm", "system:kube-controller-manager")
+        sched = pki.cert("sched", "system:kube-scheduler")
+        kubelet_client = pki.cert("kubelet-client", "kube-apiserver-kubelet-client", orgs=["system:masters"])
+        self.admin_kubeconfig = kubeconfig(os.path.join(self.dir, "admin.kubeconfig"), self.server, ca, *admin)
+        kcm_kc = kubeconfig(os.path.join(self.dir, "kcm.kubeconfig"), self.server, ca, *kcm)
+        sched_kc = kubeconfig(os.path.join(self.dir, "sched.kubeconfig"), self.server, ca, *sched)
+
+        etcd_client, etcd_peer = free_port(), free_port()
+        etcd_dir = os.path.join(self.dir, "etcd")
+        os.makedirs(etcd_dir)
+        self._start("etcd", [os.path.join(self.bin, "etcd"), "--data-dir", etcd_dir + "/data",
+                             "--listen-client-urls", f"http://127.0.0.1:{etcd_client}",
+                             "--advertise-client-urls", f"http://127.0.0.1:{etcd_client}",
+                             "--listen-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+                             "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+                             "--initial-cluster", f"default=http://127.0.0.1:{etcd_peer}",
+                             "--unsafe-no-fsync", "--log-level", "warn"], unshare_tmpfs=etcd_dir)
+        self._start("kube-apiserver", [
+            os.path.join(self.bin, "kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+            f"--secure-port={self.port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none", f"--tls-cert-file={srv_crt}", f"--tls-private-key-file={srv_key}",
+            f"--client-ca-file={ca}", f"--service-account-key-file={pki.path('sa.pub')}",
+            f"--service-account-signing-key-file={pki.path('sa.key')}",
+            "--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+            "--allow-privileged=true", f"--kubelet-client-certificate={kubelet_client[0]}",
+            f"--kubelet-client-key={kubelet_client[1]}", f"--kubelet-certificate-authority={ca}"])
+        self.api = Client("127.0.0.1", self.port, ca, cert=admin[0], key=admin[1])
+        self.wait_ready("kube-apiserver", self.api.ready, 60)
+        self.apiserver_ready_s = time.monotonic() - t0
+        self._start("kube-controller-manager", [
+            os.path.join(self.bin, "kube-controller-manager"), f"--kubeconfig={kcm_kc}",
+            f"--authentication-kubeconfig={kcm_kc}", f"--authorization-kubeconfig={kcm_kc}",
+            f"--service-account-private-key-file={pki.path('sa.key')}", f"--root-ca-file={ca}",
+            "--use-service-account-credentials=true", "--leader-elect=false",
+            "--controllers=*,-node-lifecycle-controller", "--secure-port=0",
+            "--kube-api-qps=100", "--kube-api-burst=200"])
+        sched_conf = os.path.join(self.dir, "scheduler.yaml")
+        with open(sched_conf, "w") as f:
+            f.write("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                    f"clientConnection:\n  kubeconfig: {sched_kc}\nleaderElection:\n  leaderElect: false\n")
+        self._start("kube-scheduler", [os.path.join(self.bin, "kube-scheduler"), f"--config={sched_conf}",
+                                       "--secure-port=0"])
+        self.wait_ready("the default ServiceAccount",
+                        lambda: self.api.raw("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 60)
+        self.ready_s = time.monotonic() - t0
+        return self
+
+    def wait_ready(self, what, fn, seconds):
+        end = time.monotonic() + seconds
+        while not fn():
+            for name, p, _ in self.procs:
+                if p.poll() is not None:
+                    raise AssertionError(f"{name} exited ({p.returncode}) while waiting for {what}:\n"
+                                         + self.log(name)[-3000:])
+            if time.monotonic() > end:
+                raise AssertionError(f"{what} not ready within {seconds} s")
+            time.sleep(0.1)
+
+    def stop(self):
+        for name, p, _ in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.procs = []
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":   # a smoke run: up, a few facts, down
+    cp = ControlPlane().start()
+    try:
+        print(f"apiserver ready {cp.apiserver_ready_s:.1f} s, control plane {cp.ready_s:.1f} s; {cp.server}")
+        print([g["name"] for g in cp.api.get("/apis")["groups"]])
+    finally:
+        cp.stop()
