@@ -201,7 +201,7 @@ class Manifests(unittest.TestCase):
         self.assertEqual([(r["resources"], r["operations"]) for r in rules], [(["nodes", "nodes/status"], ["UPDATE"])])
         text = " ".join(v["expression"] for v in policy["spec"]["validations"])
         for needed in ("authentication.kubernetes.io/node-name", "topocni.io/facts", "object.spec == oldObject.spec",
-                       'request.subResource != "status"', "object.status.?capacity", "object.status.?allocatable",
+                       'request.subResource != "status"', "dyn(object.status).?capacity", "dyn(object.status).?allocatable",
                        '"bandwidth.topocni.io/"', '"addresses.topocni.io/"'):
             self.assertIn(needed, text)
 
