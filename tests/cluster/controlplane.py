@@ -11,21 +11,16 @@ import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 
-from kubeapi import Client
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "../integration"))
+from fakenode import free_port, openssl, write_kubeconfig  # noqa: E402  (the integration tests' helpers)
+from kubeapi import Client  # noqa: E402
 PR_SET_PDEATHSIG = 1
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _die_with_parent():
@@ -56,7 +51,7 @@ class Pki:
         return ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{name}.key"]
 
     def _ssl(self, *args):
-        subprocess.run(["openssl", *args], cwd=self.d, check=True, capture_output=True)
+        openssl(*args, cwd=self.d)
 
     def path(self, name):
         return os.path.join(self.d, name)
@@ -73,27 +68,6 @@ class Pki:
         self._ssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                   "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
         return self.path(f"{name}.crt"), self.path(f"{name}.key")
-
-
-def kubeconfig(path, server, ca, cert=None, key=None, token_file=None):
-    user = f"    client-certificate: {cert}\n    client-key: {key}\n" if cert else f"    tokenFile: {token_file}\n"
-    with open(path, "w") as f:
-        f.write(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster:
-    server: {server}
-    certificate-authority: {ca}
-users:
-- name: u
-  user:
-{user}contexts:
-- name: c
-  context: {{cluster: c, user: u}}
-current-context: c
-""")
-    return path
 
 
 class ControlPlane:
@@ -128,9 +102,11 @@ class ControlPlane:
         kcm = pki.cert("kcm", "system:kube-controller-manager")
         sched = pki.cert("sched", "system:kube-scheduler")
         kubelet_client = pki.cert("kubelet-client", "kube-apiserver-kubelet-client", orgs=["system:masters"])
-        self.admin_kubeconfig = kubeconfig(os.path.join(self.dir, "admin.kubeconfig"), self.server, ca, *admin)
-        kcm_kc = kubeconfig(os.path.join(self.dir, "kcm.kubeconfig"), self.server, ca, *kcm)
-        sched_kc = kubeconfig(os.path.join(self.dir, "sched.kubeconfig"), self.server, ca, *sched)
+        def kubeconfig(name, cert):
+            return write_kubeconfig(os.path.join(self.dir, f"{name}.kubeconfig"), self.server, ca_file=ca,
+                                    cert_file=cert[0], key_file=cert[1], user=name)
+        self.admin_kubeconfig = kubeconfig("admin", admin)
+        kcm_kc, sched_kc = kubeconfig("kcm", kcm), kubeconfig("sched", sched)
 
         etcd_client, etcd_peer = free_port(), free_port()
         etcd_dir = os.path.join(self.dir, "etcd")

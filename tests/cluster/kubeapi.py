@@ -7,8 +7,6 @@ create-or-replace. Answers are JSON except /readyz and /healthz, which are text.
 import http.client
 import json
 import ssl
-import time
-import urllib.parse
 
 
 class ApiError(Exception):
@@ -105,9 +103,12 @@ class Client:
         p = prefix + (f"/namespaces/{ns}" if ns else "") + "/" + resource
         return p + "/" + obj["metadata"]["name"] if name else p
 
+    @staticmethod
+    def _query(dry_run):
+        return "?fieldValidation=Strict" + ("&dryRun=All" if dry_run else "")
+
     def create(self, obj, dry_run=False):
-        q = "?dryRun=All&fieldValidation=Strict" if dry_run else "?fieldValidation=Strict"
-        return self.post(self.path_of(obj, name=False) + q, obj)
+        return self.post(self.path_of(obj, name=False) + self._query(dry_run), obj)
 
     def apply(self, obj, dry_run=False):
         """Creates `obj`, or replaces the object of its name (strict field validation: an
@@ -120,25 +121,4 @@ class Client:
         cur = self.get(self.path_of(obj))
         obj = json.loads(json.dumps(obj))
         obj["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
-        q = "?dryRun=All&fieldValidation=Strict" if dry_run else "?fieldValidation=Strict"
-        return self.put(self.path_of(obj) + q, obj)
-
-    def wait(self, what, fn, seconds=30, interval=0.1):
-        """fn()'s first true value within `seconds`, else AssertionError naming `what` and
-        fn's last value."""
-        end = time.monotonic() + seconds
-        last = None
-        while True:
-            try:
-                last = fn()
-            except ApiError as e:
-                last = e
-            if last and not isinstance(last, Exception):
-                return last
-            if time.monotonic() > end:
-                raise AssertionError(f"{what}: not within {seconds} s (last: {last})")
-            time.sleep(interval)
-
-
-def q(**params):
-    return "?" + urllib.parse.urlencode(params)
+        return self.put(self.path_of(obj) + self._query(dry_run), obj)
