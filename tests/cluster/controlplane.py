@@ -70,11 +70,31 @@ class Pki:
         return self.path(f"{name}.crt"), self.path(f"{name}.key")
 
 
+# Every write, with what was sent (requestObject) and what the server kept (responseObject):
+# the read-back tests compare the two, and "no 403" is read from the same log. Reads are
+# logged at Metadata (who, what, the answer's code), which is enough for the 403 check.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+  - level: RequestResponse
+    verbs: ["create", "update", "patch", "delete"]
+    resources:
+      - group: ""
+        resources: ["nodes", "nodes/status", "events", "pods/eviction"]
+      - group: "resource.k8s.io"
+        resources: ["resourceslices"]
+  - level: Metadata
+"""
+
+
 class ControlPlane:
-    def __init__(self, workdir=None):
+    def __init__(self, workdir=None, apiserver_args=(), scheduler_config=None):
         self.dir = workdir or tempfile.mkdtemp(prefix="tcp-", dir="/tmp")
         self.procs = []   # (name, Popen, log path)
         self.bin = tools_dir()
+        self.apiserver_args = list(apiserver_args)
+        self.scheduler_config = scheduler_config   # extra KubeSchedulerConfiguration YAML (profiles, extenders)
 
     def _start(self, name, argv, unshare_tmpfs=None):
         log = os.path.join(self.dir, f"{name}.log")
@@ -95,18 +115,19 @@ class ControlPlane:
         pki = self.pki = Pki(os.path.join(self.dir, "pki"))
         self.port = free_port()
         self.server = f"https://127.0.0.1:{self.port}"
-        ca = pki.path("ca.crt")
-        srv_crt, srv_key = pki.cert("apiserver", "kube-apiserver", server_ips=["127.0.0.1"],
-                                    server_dns=["localhost", "kubernetes.default.svc"])
+        self.ca = ca = pki.path("ca.crt")
+        self.serving = pki.cert("apiserver", "kube-apiserver", server_ips=["127.0.0.1"],
+                                server_dns=["localhost", "kubernetes.default.svc"])
         admin = pki.cert("admin", "topocni-admin", orgs=["system:masters"])
         kcm = pki.cert("kcm", "system:kube-controller-manager")
         sched = pki.cert("sched", "system:kube-scheduler")
-        kubelet_client = pki.cert("kubelet-client", "kube-apiserver-kubelet-client", orgs=["system:masters"])
+        self.kubelet_client = pki.cert("kubelet-client", "kube-apiserver-kubelet-client", orgs=["system:masters"])
         def kubeconfig(name, cert):
             return write_kubeconfig(os.path.join(self.dir, f"{name}.kubeconfig"), self.server, ca_file=ca,
                                     cert_file=cert[0], key_file=cert[1], user=name)
         self.admin_kubeconfig = kubeconfig("admin", admin)
         kcm_kc, sched_kc = kubeconfig("kcm", kcm), kubeconfig("sched", sched)
+        self.api = Client("127.0.0.1", self.port, ca, cert=admin[0], key=admin[1])
 
         etcd_client, etcd_peer = free_port(), free_port()
         etcd_dir = os.path.join(self.dir, "etcd")
@@ -118,18 +139,11 @@ class ControlPlane:
                              "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
                              "--initial-cluster", f"default=http://127.0.0.1:{etcd_peer}",
                              "--unsafe-no-fsync", "--log-level", "warn"], unshare_tmpfs=etcd_dir)
-        self._start("kube-apiserver", [
-            os.path.join(self.bin, "kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{etcd_client}",
-            f"--secure-port={self.port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            "--endpoint-reconciler-type=none", f"--tls-cert-file={srv_crt}", f"--tls-private-key-file={srv_key}",
-            f"--client-ca-file={ca}", f"--service-account-key-file={pki.path('sa.pub')}",
-            f"--service-account-signing-key-file={pki.path('sa.key')}",
-            "--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range=10.96.0.0/16",
-            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-            "--allow-privileged=true", f"--kubelet-client-certificate={kubelet_client[0]}",
-            f"--kubelet-client-key={kubelet_client[1]}", f"--kubelet-certificate-authority={ca}"])
-        self.api = Client("127.0.0.1", self.port, ca, cert=admin[0], key=admin[1])
-        self.wait_ready("kube-apiserver", self.api.ready, 60)
+        self.etcd_url = f"http://127.0.0.1:{etcd_client}"
+        self.audit_log = os.path.join(self.dir, "audit.log")
+        with open(os.path.join(self.dir, "audit-policy.yaml"), "w") as f:
+            f.write(AUDIT_POLICY)
+        self.start_apiserver()
         self.apiserver_ready_s = time.monotonic() - t0
         self._start("kube-controller-manager", [
             os.path.join(self.bin, "kube-controller-manager"), f"--kubeconfig={kcm_kc}",
@@ -138,16 +152,72 @@ class ControlPlane:
             "--use-service-account-credentials=true", "--leader-elect=false",
             "--controllers=*,-node-lifecycle-controller", "--secure-port=0",
             "--kube-api-qps=100", "--kube-api-burst=200"])
-        sched_conf = os.path.join(self.dir, "scheduler.yaml")
-        with open(sched_conf, "w") as f:
-            f.write("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                    f"clientConnection:\n  kubeconfig: {sched_kc}\nleaderElection:\n  leaderElect: false\n")
-        self._start("kube-scheduler", [os.path.join(self.bin, "kube-scheduler"), f"--config={sched_conf}",
-                                       "--secure-port=0"])
+        self.sched_kubeconfig = sched_kc
+        self.start_scheduler()
         self.wait_ready("the default ServiceAccount",
                         lambda: self.api.raw("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 60)
         self.ready_s = time.monotonic() - t0
         return self
+
+    def start_apiserver(self, extra=()):
+        """kube-apiserver with the harness's flags, this plane's own extra ones, then `extra`
+        (a restart with --feature-gates=...: later flags win)."""
+        pki, ca = self.pki, self.ca
+        self._start("kube-apiserver", [
+            os.path.join(self.bin, "kube-apiserver"), f"--etcd-servers={self.etcd_url}",
+            f"--secure-port={self.port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none", f"--tls-cert-file={self.serving[0]}",
+            f"--tls-private-key-file={self.serving[1]}",
+            f"--client-ca-file={ca}", f"--service-account-key-file={pki.path('sa.pub')}",
+            f"--service-account-signing-key-file={pki.path('sa.key')}",
+            "--service-account-issuer=https://kubernetes.default.svc", "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+            "--allow-privileged=true", f"--kubelet-client-certificate={self.kubelet_client[0]}",
+            f"--kubelet-client-key={self.kubelet_client[1]}", f"--kubelet-certificate-authority={ca}",
+            f"--audit-policy-file={os.path.join(self.dir, 'audit-policy.yaml')}",
+            f"--audit-log-path={self.audit_log}", "--audit-log-format=json", "--audit-log-mode=blocking",
+            *self.apiserver_args, *extra])
+        self.wait_ready("kube-apiserver", self.api.ready, 60)
+
+    def start_scheduler(self):
+        sched_conf = os.path.join(self.dir, "scheduler.yaml")
+        with open(sched_conf, "w") as f:
+            f.write("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                    f"clientConnection:\n  kubeconfig: {self.sched_kubeconfig}\n"
+                    "leaderElection:\n  leaderElect: false\n" + (self.scheduler_config or ""))
+        self._start("kube-scheduler", [os.path.join(self.bin, "kube-scheduler"), f"--config={sched_conf}",
+                                       "--secure-port=0", "-v=4"])
+
+    def stop_one(self, name, sig=signal.SIGTERM):
+        """Ends the named component (by its pid) and waits for it; it can be started again."""
+        for i, (n, p, _) in enumerate(self.procs):
+            if n == name and p.poll() is None:
+                p.send_signal(sig)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.procs = [t for t in self.procs if t[0] != name]
+
+    def restart_apiserver(self, extra=()):
+        self.stop_one("kube-apiserver")
+        os.rename(os.path.join(self.dir, "kube-apiserver.log"),
+                  os.path.join(self.dir, f"kube-apiserver.{time.monotonic_ns()}.log"))
+        self.start_apiserver(extra)
+
+    def audit(self):
+        """Every audit event so far (the API server writes them before it answers)."""
+        import json
+        out = []
+        try:
+            with open(self.audit_log) as f:
+                for line in f:
+                    if line.strip():
+                        out.append(json.loads(line))
+        except FileNotFoundError:
+            pass
+        return out
 
     def wait_ready(self, what, fn, seconds):
         end = time.monotonic() + seconds

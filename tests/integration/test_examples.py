@@ -54,6 +54,11 @@ def load_yaml(name):
         return [d for d in yaml.safe_load_all(f) if d is not None]
 
 
+def named(docs, kind, name):
+    (doc,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
 def one(docs, kind):
     found = [d for d in docs if d.get("kind") == kind]
     if len(found) != 1:
@@ -170,7 +175,9 @@ class Manifests(unittest.TestCase):
     def test_the_cluster_role_grants_exactly_what_the_code_calls_in_the_core_group(self):
         docs = load_yaml("rbac.yaml")
         self.assertEqual(sorted(d["kind"] for d in docs), ["ClusterRole", "ClusterRoleBinding", "ServiceAccount",
-                                                           "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])
+                                                           "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",
+                                                           "ValidatingAdmissionPolicyBinding",
+                                                           "ValidatingAdmissionPolicyBinding"])
         role = one(docs, "ClusterRole")
         self.assertNotIn("aggregationRule", role)
         grants = set()
@@ -191,7 +198,8 @@ class Manifests(unittest.TestCase):
 
     def test_the_admission_policy_holds_topocnis_service_account_to_its_own_nodes_facts_annotation(self):
         docs = load_yaml("rbac.yaml")
-        policy, binding = one(docs, "ValidatingAdmissionPolicy"), one(docs, "ValidatingAdmissionPolicyBinding")
+        policy, binding = named(docs, "ValidatingAdmissionPolicy", "topocni-node-facts"), \
+            named(docs, "ValidatingAdmissionPolicyBinding", "topocni-node-facts")
         sa = one(docs, "ServiceAccount")["metadata"]
         self.assertEqual(binding["spec"]["policyName"], policy["metadata"]["name"])
         self.assertEqual(binding["spec"]["validationActions"], ["Deny"])
@@ -199,10 +207,29 @@ class Manifests(unittest.TestCase):
                       policy["spec"]["matchConditions"][0]["expression"])
         rules = policy["spec"]["matchConstraints"]["resourceRules"]
         self.assertEqual([(r["resources"], r["operations"]) for r in rules], [(["nodes", "nodes/status"], ["UPDATE"])])
+        self.assertEqual(policy["spec"]["variables"], [{"name": "onStatus",
+                                                        "expression": 'request.?subResource.orValue("") == "status"'}])
         text = " ".join(v["expression"] for v in policy["spec"]["validations"])
         for needed in ("authentication.kubernetes.io/node-name", "topocni.io/facts", "object.spec == oldObject.spec",
-                       'request.subResource != "status"', "dyn(object.status).?capacity", "dyn(object.status).?allocatable",
+                       '!variables.onStatus ||', "dyn(object.status).?capacity", "dyn(object.status).?allocatable",
                        '"bandwidth.topocni.io/"', '"addresses.topocni.io/"'):
+            self.assertIn(needed, text)
+
+    def test_the_slice_policy_holds_topocnis_service_account_to_its_own_nodes_resourceslices(self):
+        docs = load_yaml("rbac.yaml")
+        policy = named(docs, "ValidatingAdmissionPolicy", "topocni-resourceslices")
+        binding = named(docs, "ValidatingAdmissionPolicyBinding", "topocni-resourceslices")
+        sa = one(docs, "ServiceAccount")["metadata"]
+        self.assertEqual((binding["spec"]["policyName"], binding["spec"]["validationActions"]),
+                         ("topocni-resourceslices", ["Deny"]))
+        self.assertIn(f'system:serviceaccount:{sa["namespace"]}:{sa["name"]}',
+                      policy["spec"]["matchConditions"][0]["expression"])
+        (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+        self.assertEqual((rule["apiGroups"], rule["resources"], sorted(rule["operations"])),
+                         (["resource.k8s.io"], ["resourceslices"], ["CREATE", "DELETE", "UPDATE"]))
+        text = " ".join(v["expression"] for v in policy["spec"]["variables"] + policy["spec"]["validations"])
+        for needed in ("authentication.kubernetes.io/node-name", "spec.?nodeName", "oldObject",
+                       "variables.tokenNode == variables.sliceNode"):
             self.assertIn(needed, text)
 
     def test_the_webhook_mutates_only_pod_creation_outside_its_own_and_the_system_namespace_with_no_side_effects(self):
@@ -314,12 +341,12 @@ class Manifests(unittest.TestCase):
         self.assertEqual(kc_dir, "/etc/cni/net.d/topocni.d")
         self.assertIn("${TOPOCNI_KUBECONFIG_DIR:-%s}" % kc_dir, daemonset_script())
         init = [c["name"] for c in pod["initContainers"]]
-        self.assertLess(init.index("kubeconfig"), init.index("install"),
+        self.assertLess(init.index("kubeconfig-first"), init.index("install"),
                         "the kubeconfig exists before the binary can attach a pod")
         runs = {"init": pod["initContainers"], "sidecar": pod["containers"]}
         for where, containers in runs.items():
             with self.subTest(container=where):
-                c = next(c for c in containers if c["name"] == "kubeconfig")
+                c = next(c for c in containers if c["name"] == ("kubeconfig-first" if where == "init" else "kubeconfig"))
                 env = {e["name"]: e["value"] for e in c.get("env", [])}
                 self.assertEqual(env.get("ONESHOT"), "1" if where == "init" else None)
                 self.assertEqual(env["TOPOCNI_KUBECONFIG_DIR"], kc_dir)
