@@ -34,7 +34,7 @@ GO_BUILD      ?= build-go
 DRA_ALLOCATOR := $(abspath $(GO_BUILD))/dra-allocator
 TEST_ENV       = TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) TOPOCNI_DRA_ALLOCATOR=$(DRA_ALLOCATOR)
 
-.PHONY: all deps dra-allocator cluster-tools build release test demo install deb bench san-configure fuzz-build fuzz test-sanitize clean
+.PHONY: all deps dra-allocator cluster-tools test-cluster cluster-up cluster-down build release test demo install deb bench san-configure fuzz-build fuzz test-sanitize clean
 
 all: build
 
@@ -58,6 +58,19 @@ dra-allocator:
 # a cache outside the repository keyed by everything that shapes them (tests/cluster_tools/build.py).
 cluster-tools:
 	/usr/bin/python3 tests/cluster_tools/build.py
+
+# topocni's cluster side against that real control plane: examples/ applied as shipped, the
+# agents on five node stand-ins, the webhook, the extender, refusals and faults (tests/cluster).
+CLUSTER_DIR   ?= /tmp/topocni-cluster
+test-cluster: release cluster-tools
+	TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) /usr/bin/python3 tests/cluster/run.py
+
+# The same cluster kept up to try things on (admin kubeconfig in $(CLUSTER_DIR)).
+cluster-up: release cluster-tools
+	TOPOCNI_RELEASE_BUILD=$(abspath $(RELEASE_BUILD)) /usr/bin/python3 tests/cluster/up.py up $(CLUSTER_DIR)
+
+cluster-down:
+	/usr/bin/python3 tests/cluster/up.py down $(CLUSTER_DIR)
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOPOCNI_FAILPOINTS=ON

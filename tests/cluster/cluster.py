@@ -11,7 +11,8 @@ The substitutions made to examples/ (the one list; the README repeats it):
     with the harness CA as caBundle / caFile; their Deployments and the DaemonSet are sent
     with dryRun=All (validated and admitted, not run: their image is a placeholder), and
     their commands run here as processes (simnode.daemonset_command says how).
-Everything else is applied as the files say.
+Everything else is applied as the files say. The harness plays nfd-worker: each line of the
+node's `node-report --format nfd` (the feature file the DaemonSet writes) becomes a label.
 """
 import copy
 import json

@@ -151,7 +151,7 @@ class SimNode:
             os.makedirs(os.path.join(self.var_lib, d))
         os.makedirs(os.path.join(self.etc_cni, "net.d"))
         self.procs, self.relay, self.holder = {}, None, None
-        self.pf_names, self.vfs, self.master = [], [], f"tc{PID}{index}m"[:15]
+        self.pf_names, self.vfs, self.master = [], [], f"tc{PID}m"[:15]   # one name on every node, as a NAD's master is
         self.state_dir = os.path.join(self.var_lib, "cni/topocni")   # the node's /var/lib/cni/topocni
         self.data_dir = os.path.join(self.var_lib, "cni/networks")
 
@@ -252,6 +252,17 @@ class SimNode:
             raise RuntimeError(f"write-kubeconfig.sh on {self.name}: {p.stderr}")
         self.kubeconfig = "/etc/cni/net.d/topocni.d/topocni.kubeconfig"   # inside the node
         return self
+
+    def label_like_nfd(self):
+        """What nfd-worker's local source makes of the DaemonSet's feature file: each
+        `node-report --format nfd` line (the file node-report.sh writes) a label of the Node."""
+        p = subprocess.run(self.enter() + [self.bin, "node-report", "--format", "nfd"], capture_output=True,
+                           text=True, timeout=30)
+        if p.returncode != 0:
+            raise RuntimeError(f"node-report on {self.name}: {p.stderr}")
+        labels = dict(line.split("=", 1) for line in p.stdout.splitlines() if line and not line.startswith("#"))
+        self.cp.api.patch(f"/api/v1/nodes/{self.name}", {"metadata": {"labels": labels}})
+        return labels
 
     # --- topocni's agents, as the DaemonSet runs them ---
     def start_agent(self, name, argv):
