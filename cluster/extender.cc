@@ -552,19 +552,24 @@ std::string Extender::prioritize(const ExtenderArgs& a, std::time_t now) {
     // Not ours: every node alike, named as the request names it, without looking it up.
     std::vector<View> views = has_topocni ? views_of(a) : std::vector<View>{};
     size_t count = a.node_names ? a.node_names->size() : a.nodes ? a.nodes->size() : 0;
-    std::string out = "[";
+    std::string out = "[", log;
     for (size_t i = 0; i < count; ++i) {
         int score = 0;
+        const std::string& host = a.node_names ? (*a.node_names)[i] : (*a.nodes)[i].name;
         if (has_topocni) {
             NodeVerdict verdict = cached_judge(nets, sig, views[i], uid, now);
             score = verdict.fits ? verdict.score : 0;
+            log += (i ? ", " : ": ") + host + "=" + std::to_string(score);
         }
         if (i) out += ',';
         out += R"({"Host":)";
-        base::json_text::append_string(out, a.node_names ? (*a.node_names)[i] : (*a.nodes)[i].name);
+        base::json_text::append_string(out, host);
         out += R"(,"Score":)" + std::to_string(score) + '}';
     }
     out += ']';
+    // As filter says why a node was left out, prioritize says how each one scored: the
+    // operator's view of the choice kube-scheduler weighed.
+    if (has_topocni) base::log::info(capped("prioritize " + a.pod.namespace_ + "/" + a.pod.name + log));
     return out;
 }
 

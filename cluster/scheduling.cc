@@ -264,6 +264,12 @@ std::optional<std::string> topocni_config_of(const json& nad) {
     if (cfg == spec->end() || !cfg->is_string()) return std::nullopt;
     json conf = json::parse(cfg->get<std::string>(), nullptr, false);
     if (!conf.is_object()) throw cni::Error(cni::kInvalidConfig, "spec.config is not a JSON object");
+    // Multus names a network whose config has no "name" (or "") after its NAD before it
+    // calls the plugin (network-attachment-definition-client's GetCNIConfigFromSpec): the
+    // scheduler side reads the config ADD will get.
+    if (auto n = conf.find("name"); n == conf.end() || (n->is_string() && n->get<std::string>().empty()))
+        if (auto md = nad.find("metadata"); md != nad.end() && md->is_object())
+            if (auto nm = md->find("name"); nm != md->end() && nm->is_string()) conf["name"] = *nm;
     if (auto plugins = conf.find("plugins"); plugins != conf.end() && plugins->is_array()) {
         for (auto& p : *plugins)
             if (p.is_object() && p.value("type", json()) == "topocni") {

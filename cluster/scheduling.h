@@ -31,7 +31,8 @@ struct PodNetwork {
 };
 
 /// The topocni config inside a NAD object: spec.config, a conflist's topocni entry (with
-/// the list's name and cniVersion); nullopt when the NAD has no topocni plugin. Throws
+/// the list's name and cniVersion; a config without a name, or with "", gets the NAD's, as
+/// Multus gives it); nullopt when the NAD has no topocni plugin. Throws
 /// code 7 when spec.config is not a config.
 std::optional<std::string> topocni_config_of(const nlohmann::json& nad);
 

@@ -26,8 +26,9 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from controlplane import ControlPlane  # noqa: E402
-from kubeapi import ApiError  # noqa: E402
+from controlplane import ControlPlane, _die_with_parent  # noqa: E402
+from kubeapi import ApiError, Client  # noqa: E402
+from fakenode import b64file, free_port, write_kubeconfig  # noqa: E402
 import simnode  # noqa: E402
 from simnode import PID, REPO, KubeletStandIn, Shape, SimNode  # noqa: E402
 
@@ -46,6 +47,13 @@ SHAPES = [
 ]
 
 
+def _ok(client, path):
+    try:
+        return client.raw("GET", path, timeout=2)[0] == 200
+    except OSError:
+        return False
+
+
 def load_yaml(name):
     with open(os.path.join(EXAMPLES, name)) as f:
         return [d for d in yaml.safe_load_all(f) if d]
@@ -58,7 +66,7 @@ def objects_of(*names):
 class Cluster:
     def __init__(self):
         self.cp = ControlPlane()
-        self.nodes, self.standin = [], None
+        self.nodes, self.standin, self.services = [], None, {}
 
     @property
     def api(self):
@@ -70,8 +78,9 @@ class Cluster:
             self.api.apply(yaml.safe_load(f))
         self.wait("the NAD CRD is served", lambda: self.api.raw(
             "GET", "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions")[0] == 200, 30)
-        for obj in objects_of("rbac.yaml", "dra/deviceclasses.yaml"):
-            self.api.apply(obj)
+        for obj in objects_of("rbac.yaml", "dra/deviceclasses.yaml", "admission-webhook.yaml", "scheduler-extender.yaml"):
+            if obj["kind"] not in ("Deployment", "MutatingWebhookConfiguration"):   # started by start_service
+                self.api.apply(obj)
         return self
 
     def wait(self, what, fn, seconds=30, interval=0.1):
@@ -115,11 +124,81 @@ class Cluster:
             for k in list(sel):
                 if ".eth1." in k:
                     sel[k.replace(".eth1.", f".{conf['master']}.")] = sel.pop(k)
+        if conf.get("attachment") == "sriov":
+            for k in ("vlan", "spoofchk", "trust"):   # VF settings made on the PF: a veth PF has no VFs to set
+                conf.pop(k, None)
         doc["spec"]["config"] = json.dumps(conf, indent=2)
         doc["metadata"].setdefault("namespace", "default")
         return doc
 
+    # --- the cluster's services, as their Deployments run them ---
+    def sa_kubeconfig(self, namespace, name):
+        """A kubeconfig with a token of ServiceAccount namespace/name (what the Deployment's
+        pod would have mounted)."""
+        tr = self.api.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                           {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                            "spec": {"expirationSeconds": 7200}})
+        token = os.path.join(self.cp.dir, f"{name}.token")
+        with open(token, "w") as f:
+            f.write(tr["status"]["token"])
+        return write_kubeconfig(os.path.join(self.cp.dir, f"{name}.kubeconfig"), self.cp.server, ca_file=self.cp.ca,
+                                token_file=token, user=name)
+
+    def start_service(self, example, extra=()):
+        """The container command of the Deployment in `example`, with the substitutions:
+        --listen on a free loopback port, --tls-cert/--tls-key a harness certificate for
+        127.0.0.1, the binary built here, --kubeconfig its ServiceAccount's token."""
+        docs = load_yaml(example)
+        (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+        spec = dep["spec"]["template"]["spec"]
+        (c,) = spec["containers"]
+        port = free_port()
+        crt, key = self.cp.pki.cert(dep["metadata"]["name"], dep["metadata"]["name"], server_ips=["127.0.0.1"])
+        subst = {"/opt/cni/bin/topocni": BIN, "0.0.0.0:8443": f"127.0.0.1:{port}", "/tls/tls.crt": crt,
+                 "/tls/tls.key": key}
+        argv = [subst.get(a, a) for a in c["command"]] + ["--kubeconfig", self.sa_kubeconfig(
+            dep["metadata"]["namespace"], spec["serviceAccountName"])] + list(extra)
+        name = dep["metadata"]["name"]
+        log = os.path.join(self.cp.dir, f"{name}.log")
+        with open(log, "a") as f:
+            p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        p.log, p.port, p.argv = log, port, argv
+        self.services[name] = p
+        ready = Client("127.0.0.1", port, self.cp.ca)
+        self.wait(f"{name} ready", lambda: _ok(ready, "/readyz") or p.poll() is not None, 30)
+        if p.poll() is not None:
+            raise AssertionError(f"{name} exited: {open(log).read()[-2000:]}")
+        return p
+
+    def stop_service(self, name):
+        p = self.services.pop(name, None)
+        if p and p.poll() is None:
+            p.terminate()
+            p.wait(timeout=10)
+        return p
+
+    def webhook_configuration(self, port):
+        """examples/admission-webhook.yaml's MutatingWebhookConfiguration, its clientConfig
+        a URL on loopback with the harness CA."""
+        (cfg,) = [d for d in load_yaml("admission-webhook.yaml") if d["kind"] == "MutatingWebhookConfiguration"]
+        for hook in cfg["webhooks"]:
+            path = hook["clientConfig"]["service"].get("path", "/")
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": b64file(self.cp.ca)}
+        return cfg
+
+    def scheduler_configuration(self, port):
+        """examples/kube-scheduler-config.yaml, its extender's urlPrefix on loopback and its
+        caFile the harness CA."""
+        (conf,) = load_yaml("kube-scheduler-config.yaml")
+        for ext in conf["extenders"]:
+            path = "/" + ext["urlPrefix"].split("://", 1)[1].split("/", 1)[1]
+            ext["urlPrefix"] = f"https://127.0.0.1:{port}{path}"
+            ext["tlsConfig"]["caFile"] = self.cp.ca
+        return conf
+
     def stop(self):
+        for name in list(self.services):
+            self.stop_service(name)
         if self.standin:
             self.standin.stop()
         for n in reversed(self.nodes):

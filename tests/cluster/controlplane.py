@@ -17,7 +17,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "../integration"))
+sys.path.append(os.path.join(HERE, "../integration"))   # after this dir: its test files have names of their own
 from fakenode import free_port, openssl, write_kubeconfig  # noqa: E402  (the integration tests' helpers)
 from kubeapi import Client  # noqa: E402
 PR_SET_PDEATHSIG = 1
@@ -90,11 +90,12 @@ rules:
 
 class ControlPlane:
     def __init__(self, workdir=None, apiserver_args=(), scheduler_config=None):
+        """`scheduler_config`: see start_scheduler."""
         self.dir = workdir or tempfile.mkdtemp(prefix="tcp-", dir="/tmp")
         self.procs = []   # (name, Popen, log path)
         self.bin = tools_dir()
         self.apiserver_args = list(apiserver_args)
-        self.scheduler_config = scheduler_config   # extra KubeSchedulerConfiguration YAML (profiles, extenders)
+        self.scheduler_config = scheduler_config
 
     def _start(self, name, argv, unshare_tmpfs=None):
         log = os.path.join(self.dir, f"{name}.log")
@@ -179,14 +180,25 @@ class ControlPlane:
             *self.apiserver_args, *extra])
         self.wait_ready("kube-apiserver", self.api.ready, 60)
 
-    def start_scheduler(self):
+    def start_scheduler(self, config=None):
+        """kube-scheduler; `config` (a KubeSchedulerConfiguration as a dict, its profiles and
+        extenders) replaces the default, with this plane's kubeconfig and no leader election."""
+        import json
+        if config is not None:
+            self.scheduler_config = config
+        conf = dict(self.scheduler_config or {"apiVersion": "kubescheduler.config.k8s.io/v1",
+                                              "kind": "KubeSchedulerConfiguration"})
+        conf["clientConnection"] = {"kubeconfig": self.sched_kubeconfig}
+        conf["leaderElection"] = {"leaderElect": False}
         sched_conf = os.path.join(self.dir, "scheduler.yaml")
         with open(sched_conf, "w") as f:
-            f.write("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                    f"clientConnection:\n  kubeconfig: {self.sched_kubeconfig}\n"
-                    "leaderElection:\n  leaderElect: false\n" + (self.scheduler_config or ""))
+            json.dump(conf, f)   # JSON is YAML
         self._start("kube-scheduler", [os.path.join(self.bin, "kube-scheduler"), f"--config={sched_conf}",
-                                       "--secure-port=0", "-v=4"])
+                                       "--secure-port=0"])
+
+    def restart_scheduler(self, config=None):
+        self.stop_one("kube-scheduler")
+        self.start_scheduler(config)
 
     def stop_one(self, name, sig=signal.SIGTERM):
         """Ends the named component (by its pid) and waits for it; it can be started again."""

@@ -10,7 +10,7 @@ import fnmatch
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../integration"))
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../integration"))
 from fakenode import parse_quantity  # noqa: E402
 from jsonpatch_apply import apply_patch  # noqa: E402
 

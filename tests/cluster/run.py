@@ -7,9 +7,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.join(HERE, "../integration"))
+sys.path.append(os.path.join(HERE, "../integration"))
 
-ORDER = ["test_manifests", "test_node_agents", "test_scheduling", "test_refusals", "test_faults",
+ORDER = ["test_manifests", "test_node_agents", "test_scheduling", "test_after_refusal", "test_faults",
          "test_consumable_capacity"]
 
 

@@ -34,7 +34,7 @@ import time
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "../integration"))
+sys.path.append(os.path.join(HERE, "../integration"))   # after this dir: its test files have names of their own
 from fakenode import FakeSysfs as NodeSysfs, socket_in_netns  # noqa: E402
 from fakesysfs import FakeSysfs  # noqa: E402
 from controlplane import _die_with_parent  # noqa: E402
@@ -352,6 +352,9 @@ class KubeletStandIn:
         self.attached = {}    # pod uid -> (node, pod netns, [(conf, ifname)], pod key)
         self.verdicts = []    # {"pod", "node", "network", "command", "rc", "out"}
         self.refused = set()  # pod uids whose ADD failed (kubelet would retry; the stand-in does not)
+        self.vf_of = {}       # pod uid -> VFs handed to it
+        self.errors = []      # what went wrong in the stand-in itself
+        self.paused = set()   # node names whose new pods wait (a kubelet that has not got to them yet)
         self.lock = threading.Lock()
         self.stopping = False
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -363,6 +366,9 @@ class KubeletStandIn:
                 self.sync()
             except (ApiError, OSError):
                 pass   # the API server is restarting: next round
+            except Exception as e:   # a harness bug: kept for the test to show, and go on
+                import traceback
+                self.errors.append(traceback.format_exc())
             time.sleep(self.interval)
 
     def sync(self):
@@ -379,7 +385,7 @@ class KubeletStandIn:
                 self.cp.api.raw("DELETE", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/"
                                 f"{pod['metadata']['name']}", {"gracePeriodSeconds": 0,
                                                                 "preconditions": {"uid": uid}})
-            elif uid not in self.attached and uid not in self.refused:
+            elif uid not in self.attached and uid not in self.refused and node.name not in self.paused:
                 self.setup(node, pod)
         for uid in list(self.attached):
             if uid not in seen:
@@ -404,6 +410,10 @@ class KubeletStandIn:
                 self._verdict(pod, node, nad_name, "ADD", -1, str(e))
                 break
             conf.setdefault("name", nad_name)   # as Multus names a NAD's network
+            if conf.get("attachment") == "sriov" and "deviceID" not in conf:
+                vf = self.free_vf(node, uid)   # the device plugin's part: Multus passes its VF
+                if vf:
+                    conf["deviceID"] = vf
             conf.setdefault("cniVersion", "")    # a NAD without one reaches the delegate as ""
             ifname = iface or f"net{i + 1}"
             p = node.cni("ADD", conf, uid, f"/run/netns/{netns}", ifname, args)
@@ -422,12 +432,26 @@ class KubeletStandIn:
                     "podIP": f"10.244.{node.index}.{len(self.attached) % 250 + 2}"}}),
                 content_type="application/strategic-merge-patch+json")
 
+    def free_vf(self, node, uid):
+        """A VF of the node no attached pod holds, as sriov-network-device-plugin would
+        allocate one of its pool (it knows nothing of NUMA or speed: the pool is every VF)."""
+        with self.lock:
+            held = {c.get("deviceID") for (n, _, done, _) in self.attached.values() if n is node for c, _ in done}
+            held |= self.vf_of.get(uid, set())
+            for pci, _, _ in node.vfs:
+                if pci not in held:
+                    self.vf_of.setdefault(uid, set()).add(pci)
+                    return pci
+        return None
+
     def teardown(self, uid):
         with self.lock:
             entry = self.attached.pop(uid, None)
         if not entry:
             return
         node, netns, done, args = entry
+        with self.lock:
+            self.vf_of.pop(uid, None)
         for conf, ifname in reversed(done):
             p = node.cni("DEL", conf, uid, f"/run/netns/{netns}", ifname, args)
             with self.lock:

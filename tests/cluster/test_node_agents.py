@@ -30,7 +30,7 @@ def ensure_agents(cluster):
             cluster.api.apply(nad)
         for n in cluster.nodes:
             n.label_like_nfd()
-            n.start_agents(facts=["--interval", "5"], dra=["--interval", "5"], refusals=["--resync", "1"])
+            n.start_agents(facts=["--interval", "5"], dra=["--interval", "5"], refusals=["--resync", "1", "--blocked-retry", "1"])
         cluster.agents_started = True
 
 

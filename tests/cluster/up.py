@@ -14,7 +14,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.join(HERE, "../integration"))
+sys.path.append(os.path.join(HERE, "../integration"))
 
 
 def up(d):

@@ -402,6 +402,22 @@ class Webhook(WebhookCase):
                 self.assertTrue(self.api.logged("GET", f"/apis/k8s.cni.cncf.io/v1/namespaces/{ns}/"
                                                        f"network-attachment-definitions/{name}"))
 
+    def test_a_nad_config_without_a_name_is_named_after_its_nad_as_multus_names_it(self):
+        # Multus fills in a missing or empty "name" with the NAD's before the plugin runs, so
+        # ADD's network (and its pool, addresses.topocni.io/<network>) is the NAD's name.
+        for nad, conf in (("anon", {k: v for k, v in PLAIN.items() if k != "name"}), ("blank", dict(PLAIN, name=""))):
+            with self.subTest(nad=nad):
+                self.api.put_nad(nad_object(nad, conf))
+                pod = defaulted_pod(nad)
+                needs = {BW + "macvlan.eth1.egress": 100, BW + "macvlan.eth1.ingress": 40, ADDR + nad: 1}
+                deadline = time.monotonic() + 5
+                while True:   # the NAD arrives by the watch, or is read from the API
+                    resp = self.review(admission_review(pod))
+                    if resp.get("allowed") or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+                self.assertAdmittedAs(pod, with_terms(with_resources(pod, needs), PLAIN_TERMS), [f"default/{nad}"])
+
     def test_a_nad_the_watch_has_not_brought_yet_is_read_from_the_api_and_an_unreachable_api_fails_the_call(self):
         # In the API but not yet in the webhook's cache (its watch is behind): put without an event.
         late = nad_object("late", dict(PLAIN, name="late"), resource_version="900")
