@@ -108,9 +108,6 @@ class Cluster:
         self.standin = KubeletStandIn(self.cp, self.nodes)
         return self.standin
 
-    def master_of(self, node):
-        return node.master
-
     def nad(self, doc, node_master=None):
         """A NAD of examples/, with the substitutions above."""
         doc = copy.deepcopy(doc)
@@ -228,8 +225,3 @@ class ClusterTestCase(unittest.TestCase):
 
     def wait(self, what, fn, seconds=30, interval=0.1):
         return self.cluster.wait(what, fn, seconds, interval)
-
-    def audit_forbidden(self, user_prefix="system:serviceaccount:"):
-        """Audit events answered 403 for a service account: none may be topocni's."""
-        return [(e["user"]["username"], e["verb"], e["requestURI"]) for e in self.cluster.cp.audit()
-                if e.get("responseStatus", {}).get("code") == 403 and e["user"]["username"].startswith(user_prefix)]

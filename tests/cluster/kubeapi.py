@@ -9,6 +9,11 @@ import json
 import ssl
 
 
+# The tests' own requests, told apart in the audit log from those of topocni's agents (which
+# use the same service account in test_manifests.py's policy probes).
+TEST_AGENT = "topocni-cluster-tests"
+
+
 class ApiError(Exception):
     def __init__(self, status, body, method, path):
         self.status, self.body = status, body
@@ -36,7 +41,7 @@ class Client:
         """(status, body text) of one request."""
         conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=timeout or self.timeout)
         try:
-            headers = {"Accept": "application/json"}
+            headers = {"Accept": "application/json", "User-Agent": TEST_AGENT}
             if self.token:
                 headers["Authorization"] = "Bearer " + self.token
             data = None
