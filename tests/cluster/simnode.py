@@ -444,6 +444,17 @@ class KubeletStandIn:
                     return pci
         return None
 
+    def sandbox_lost(self, pod):
+        """What kubelet does when a running pod's sandbox dies (a node reboot, say): DEL for
+        each network, the pod not Ready (its phase stays Running: restartPolicy Always), and
+        a new sandbox, so ADD again, once the node is not paused."""
+        md = pod["metadata"]
+        self.teardown(md["uid"])
+        self.cp.api.raw("PATCH", f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}/status", json.dumps(
+            {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "SandboxChanged"},
+                                       {"type": "ContainersReady", "status": "False"}]}}),
+            content_type="application/strategic-merge-patch+json")
+
     def teardown(self, uid):
         with self.lock:
             entry = self.attached.pop(uid, None)
