@@ -141,20 +141,29 @@ class Cluster:
         return write_kubeconfig(os.path.join(self.cp.dir, f"{name}.kubeconfig"), self.cp.server, ca_file=self.cp.ca,
                                 token_file=token, user=name)
 
-    def start_service(self, example, extra=()):
+    def start_service(self, example, extra=(), port=None):
         """The container command of the Deployment in `example`, with the substitutions:
-        --listen on a free loopback port, --tls-cert/--tls-key a harness certificate for
-        127.0.0.1, the binary built here, --kubeconfig its ServiceAccount's token."""
+        --listen on a free loopback port (or `port`: the one kube-scheduler or the API server
+        calls, for a service started again), --tls-cert/--tls-key a harness certificate for
+        127.0.0.1, the binary built here, --kubeconfig its ServiceAccount's token. `extra`:
+        flag and value pairs, each replacing the command's own value of the flag or added."""
         docs = load_yaml(example)
         (dep,) = [d for d in docs if d["kind"] == "Deployment"]
         spec = dep["spec"]["template"]["spec"]
         (c,) = spec["containers"]
-        port = free_port()
+        port = port or free_port()
         crt, key = self.cp.pki.cert(dep["metadata"]["name"], dep["metadata"]["name"], server_ips=["127.0.0.1"])
         subst = {"/opt/cni/bin/topocni": BIN, "0.0.0.0:8443": f"127.0.0.1:{port}", "/tls/tls.crt": crt,
                  "/tls/tls.key": key}
         argv = [subst.get(a, a) for a in c["command"]] + ["--kubeconfig", self.sa_kubeconfig(
-            dep["metadata"]["namespace"], spec["serviceAccountName"])] + list(extra)
+            dep["metadata"]["namespace"], spec["serviceAccountName"])]
+        extra = list(extra)
+        while extra:   # "--flag value": the command's own value replaced, else the flag added
+            flag, value = extra.pop(0), extra.pop(0)
+            if flag in argv:
+                argv[argv.index(flag) + 1] = value
+            else:
+                argv += [flag, value]
         name = dep["metadata"]["name"]
         log = os.path.join(self.cp.dir, f"{name}.log")
         with open(log, "a") as f:
