@@ -56,8 +56,12 @@ class Faults(ClusterTestCase):
                              and self.get(name), seconds)
         except AssertionError as e:
             p = self.get(name)
+            wants = p["spec"]["containers"][0].get("resources", {}).get("requests", {})
+            have = {n["metadata"]["name"]: {k: n["status"]["allocatable"].get(k) for k in wants}
+                    for n in self.api.get("/api/v1/nodes")["items"]}
             self.fail(f"{e}: {json.dumps(p['status'])[:1500]}; verdicts "
-                      f"{self.cluster.standin.verdicts_of(NS, name)}")
+                      f"{self.cluster.standin.verdicts_of(NS, name)}; requests {wants}; nodes' allocatable {have}; "
+                      f"kube-scheduler: {self.cluster.cp.log('kube-scheduler')[-2500:]}")
 
     def extender(self, extra=()):
         """The extender started again on the port kube-scheduler calls."""
@@ -98,9 +102,6 @@ class Faults(ClusterTestCase):
         self.assertIn(got["spec"]["nodeName"], ("tc-a", "tc-b", "tc-e"))
         self.assertIn(f"filter {NS}/fault-marked", open(c.services[EXTENDER].log).read())
 
-    @unittest.skip("in progress (issue 39): the stale fallback is shown (FailedScheduling: 'no fresh facts from the node "
-                   "(unknownTopology deny)'), but a restarted publisher whose facts are unchanged sends nothing, so "
-                   "the node stays stale until its next --heartbeat; the publisher must refresh old facts at start")
     def test_a_node_agent_killed_leaves_its_node_on_stale_facts_which_unknown_topology_deny_refuses(self):
         c = self.cluster
         node = c.node("tc-c")   # the one node with a 100 Gb/s PF
@@ -113,18 +114,21 @@ class Faults(ClusterTestCase):
                                      "annotations": {"k8s.v1.cni.cncf.io/resourceName": "intel.com/intel_sriov_netdevice"}},
                         "spec": {"config": json.dumps(sriov)}})
         self.offered("fault-stale", ("tc-c",))
-        ext = self.extender(["--max-facts-age", "10"])
-        facts = daemonset_command("facts", node.bin, node.kubeconfig) + ["--interval", "5"]
+        # A short --max-facts-age, and a heartbeat below it for the node's publisher (the
+        # documented pairing: the defaults are 900 and 300). A restarted publisher sends
+        # facts that are unchanged only once they are older than its heartbeat.
+        ext = self.extender(["--max-facts-age", "15"])
+        facts = daemonset_command("facts", node.bin, node.kubeconfig) + ["--interval", "5", "--heartbeat", "10"]
         try:
             node.stop_agent("facts", __import__("signal").SIGKILL)
-            time.sleep(12)   # older than --max-facts-age
+            time.sleep(17)   # older than --max-facts-age
             self.api.create(faulty("fault-stale-1", "fault-stale"))
             ev = self.wait("FailedScheduling naming the stale facts", lambda: [
                 e for e in self.api.get(f"/api/v1/namespaces/{NS}/events")["items"]
                 if e["involvedObject"].get("name") == "fault-stale-1" and e["reason"] == "FailedScheduling"
                 and "no fresh facts from the node (unknownTopology deny)" in e["message"]], 30, 0.3)[0]
             self.assertIn("topocni", ev["message"])
-            self.assertRegex(open(ext.log).read(), r"tc-c.*facts are \d+ s old \(more than 10 s\)")
+            self.assertRegex(open(ext.log).read(), r"tc-c.*facts are \d+ s old \(more than 15 s\)")
             self.assertFalse(self.get("fault-stale-1")["spec"].get("nodeName"))
             # The agent back: fresh facts, and the node is judged on them again.
             node.start_agent("facts", facts)
