@@ -234,3 +234,19 @@ class ClusterTestCase(unittest.TestCase):
 
     def wait(self, what, fn, seconds=30, interval=0.1):
         return self.cluster.wait(what, fn, seconds, interval)
+
+    def running(self, namespace, name, seconds=30, more=lambda: ""):
+        """The pod once Running; else a failure naming its status, its verdicts on the node
+        stand-ins, what it requests against what the nodes offer, and `more()`."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        try:
+            return self.wait(f"pod {name} Running", lambda: (lambda p: p["status"].get("phase") == "Running" and p)(
+                self.api.get(path)), seconds)
+        except AssertionError as e:
+            p = self.api.get(path)
+            wants = p["spec"]["containers"][0].get("resources", {}).get("requests", {})
+            have = {n["metadata"]["name"]: {k: n["status"]["allocatable"].get(k) for k in wants}
+                    for n in self.api.get("/api/v1/nodes")["items"]}
+            self.fail(f"{e}: node {p['spec'].get('nodeName')}, status {json.dumps(p['status'])[:1500]}; verdicts "
+                      f"{self.cluster.standin.verdicts_of(namespace, name)}; requests {wants}; nodes' allocatable "
+                      f"{have}; {more()}")

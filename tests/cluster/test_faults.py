@@ -6,7 +6,7 @@ no watch cache (etcd compacted behind its back). Each test leaves the cluster as
 import base64
 import json
 import os
-import subprocess
+import signal
 import time
 import unittest
 import urllib.request
@@ -51,17 +51,8 @@ class Faults(ClusterTestCase):
         return self.api.get(f"/api/v1/namespaces/{NS}/pods/{name}")
 
     def running(self, name, seconds=60):
-        try:
-            return self.wait(f"pod {name} Running", lambda: self.get(name)["status"].get("phase") == "Running"
-                             and self.get(name), seconds)
-        except AssertionError as e:
-            p = self.get(name)
-            wants = p["spec"]["containers"][0].get("resources", {}).get("requests", {})
-            have = {n["metadata"]["name"]: {k: n["status"]["allocatable"].get(k) for k in wants}
-                    for n in self.api.get("/api/v1/nodes")["items"]}
-            self.fail(f"{e}: {json.dumps(p['status'])[:1500]}; verdicts "
-                      f"{self.cluster.standin.verdicts_of(NS, name)}; requests {wants}; nodes' allocatable {have}; "
-                      f"kube-scheduler: {self.cluster.cp.log('kube-scheduler')[-2500:]}")
+        return super().running(NS, name, seconds,
+                               lambda: f"kube-scheduler: {self.cluster.cp.log('kube-scheduler')[-2500:]}")
 
     def extender(self, extra=()):
         """The extender started again on the port kube-scheduler calls."""
@@ -120,7 +111,7 @@ class Faults(ClusterTestCase):
         ext = self.extender(["--max-facts-age", "15"])
         facts = daemonset_command("facts", node.bin, node.kubeconfig) + ["--interval", "5", "--heartbeat", "10"]
         try:
-            node.stop_agent("facts", __import__("signal").SIGKILL)
+            node.stop_agent("facts", signal.SIGKILL)
             time.sleep(17)   # older than --max-facts-age
             self.api.create(faulty("fault-stale-1", "fault-stale"))
             ev = self.wait("FailedScheduling naming the stale facts", lambda: [

@@ -66,14 +66,7 @@ class Scheduling(ClusterTestCase):
         return self.api.get(f"/api/v1/namespaces/{NS}/pods/{name}")
 
     def running(self, name, seconds=30):
-        try:
-            return self.wait(f"pod {name} Running", lambda: self.get(name)["status"].get("phase") == "Running"
-                             and self.get(name), seconds)
-        except AssertionError as e:
-            p = self.get(name)
-            self.fail(f"{e}: node {p['spec'].get('nodeName')}, status {json.dumps(p['status'])[:1500]}; "
-                      f"verdicts {self.cluster.standin.verdicts_of(NS, name)}; extender log: "
-                      f"{self.extender_log()[-1500:]}")
+        return super().running(NS, name, seconds, lambda: f"extender log: {self.extender_log()[-1500:]}")
 
     def extender_log(self):
         with open(self.extender.log) as f:
