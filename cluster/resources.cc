@@ -100,6 +100,12 @@ bool is_topocni_resource(const std::string& name) {
     return domain == kBandwidthDomain || domain == kAddressesDomain;
 }
 
+long long marker_capacity(const std::string& pods) {
+    auto n = parse_quantity(pods);
+    if (!n || *n < 1 || *n > 1e9 || *n != std::floor(*n)) return 110;
+    return static_cast<long long>(*n);
+}
+
 bool valid_resource_name(const std::string& name, std::string* why) {
     auto say = [&](const std::string& w) {
         if (why) *why = w;

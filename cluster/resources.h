@@ -24,10 +24,14 @@ inline constexpr const char* kBandwidthDomain = "bandwidth.topocni.io";
 inline constexpr const char* kAddressesDomain = "addresses.topocni.io";
 /// One per pod with topocni networks (the admission webhook adds it), so that the scheduler
 /// extender, listing it in managedResources, is asked about those pods only
-/// (kube-scheduler's HTTPExtender.IsInterested). No node ever advertises it:
-/// ignoredByScheduler keeps NodeResourcesFit from counting it, and kubelet's admission
-/// drops an extended resource its node does not advertise (removeMissingExtendedResources).
-/// Outside the two domains above, so the publisher never adds or removes it.
+/// (kube-scheduler's HTTPExtender.IsInterested). ignoredByScheduler keeps NodeResourcesFit's
+/// Filter from counting it, but not that plugin's queueing hint: kube-scheduler v1.37.2
+/// judges "could this Node update make the pod fit" with every request counted
+/// (noderesources.Fits passes no ignored resources), so on a node without the marker a pod
+/// refused once (addresses not offered yet, say) would wait for the 5-minute flush of
+/// unschedulable pods. Every node with a publisher therefore offers as many as it takes
+/// pods (marker_capacity): counting it never refuses a pod, and kubelet's admission counts
+/// it against that. The publisher always writes it and never removes it.
 inline constexpr const char* kMarkerResource = "topocni.io/networks";
 
 /// Resource name -> amount (Mb/s or addresses): whole numbers, as extended resources are.
@@ -45,6 +49,9 @@ std::string bandwidth_resource(const std::string& link_id, bool egress);
 std::string address_resource(const std::string& network);
 /// One of the two domains above: topocni keeps it (adds, changes, removes).
 bool is_topocni_resource(const std::string& name);
+/// How many of the marker a node offers: its capacity of pods (a quantity, "110"), or
+/// kubelet's default --max-pods (110) while the Node has none a whole number can be read from.
+long long marker_capacity(const std::string& pods);
 /// `name` as one reference token of a JSON pointer (RFC 6901: "~" as "~0", "/" as "~1"),
 /// as a JSON patch names a resource or an annotation.
 std::string pointer_token(const std::string& name);

@@ -221,7 +221,8 @@ public:
 
 private:
     /// The Node's topocni extended resources made what the facts and NADs say: added or
-    /// changed, and removed when no NAD offers them any more. Allocatable gets the same
+    /// changed, and removed when no NAD offers them any more; the marker always
+    /// (cluster/resources.h says why). Allocatable gets the same
     /// (kubelet would copy it at its next status update; the scheduler reads allocatable).
     void keep_capacities(const placement::NodeFacts& f, const std::vector<cluster::PodNetwork>& nets) {
         json node = view_->node();
@@ -229,6 +230,9 @@ private:
         cluster::Resources want = cluster::capacities(nets, f, labels_of(node));
         json status = node.value("status", json::object());
         if (!status.is_object()) status = json::object();
+        json pods = status.value("capacity", json::object());
+        pods = pods.is_object() ? pods.value("pods", json()) : json();
+        want[cluster::kMarkerResource] = cluster::marker_capacity(pods.is_string() ? pods.get<std::string>() : "");
         json patch = json::array();
         std::string said;
         json after[2];

@@ -252,7 +252,10 @@ class ControlPlane:
                     p.kill()
                     p.wait()
         self.procs = []
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if os.environ.get("TOPOCNI_CLUSTER_KEEP"):   # every log and the audit log, to read after a failure
+            print(f"tests/cluster: kept {self.dir}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 if __name__ == "__main__":   # a smoke run: up, a few facts, down

@@ -12,7 +12,7 @@ from fakenode import parse_quantity
 from kubeapi import TEST_AGENT
 
 SA = "system:serviceaccount:kube-system:topocni"
-TOPOCNI_PREFIXES = ("bandwidth.topocni.io/", "addresses.topocni.io/")
+TOPOCNI_PREFIXES = ("bandwidth.topocni.io/", "addresses.topocni.io/", "topocni.io/networks")   # the last: the marker
 
 
 def example_nads(cluster):

@@ -4,6 +4,7 @@ kube-scheduler calling examples/kube-scheduler-config.yaml's extender, whose ver
 the node stand-ins confirms. The webhook runs as its Deployment says (`--dra-claims` off,
 the command's default, with the configuration's `sideEffects: None`)."""
 import json
+import signal
 import time
 import unittest
 
@@ -124,6 +125,39 @@ class Scheduling(ClusterTestCase):
             self.assertIn(node, ("tc-a", "tc-b", "tc-c") if "macvlan" not in str(adds) else ("tc-a", "tc-b"),
                           (name, adds))
         print(f"\n  placed: {placed}")
+
+    def test_a_pod_made_with_its_nad_schedules_as_soon_as_the_nodes_offer_the_nads_addresses(self):
+        # kube-scheduler refuses the pod first (no node offers the new pool: every facts agent
+        # is held with SIGSTOP), then must requeue it on the Node updates that offer it. Its
+        # queueing hint counts the marker as well (README, the scheduler extender): without
+        # the nodes advertising it, the pod would wait for the 5-minute flush.
+        c = self.cluster
+        for n in c.nodes:
+            st = self.api.get(f"/api/v1/nodes/{n.name}")["status"]
+            self.assertEqual(st["allocatable"].get(MARKER), st["capacity"]["pods"], n.name)
+        conf = {"cniVersion": "1.0.0", "name": "sched-late", "type": "topocni", "attachment": "macvlan",
+                "master": c.nodes[0].master, "mode": "bridge",
+                "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.238.0.0/24"}]]}}
+        path = f"/apis/k8s.cni.cncf.io/v1/namespaces/{NS}/network-attachment-definitions"
+        agents = [n.procs["facts"] for n in c.nodes]
+        for p in agents:
+            p.send_signal(signal.SIGSTOP)
+        try:
+            self.api.apply({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+                            "metadata": {"name": "sched-late", "namespace": NS}, "spec": {"config": json.dumps(conf)}})
+            self.addCleanup(self.api.raw, "DELETE", f"{path}/sched-late")
+            self.create(pod("late-pod", "sched-late"))
+            self.wait("kube-scheduler refuses the pod for the pool", lambda: any(
+                "Insufficient addresses.topocni.io/sched-late" in x.get("message", "")
+                for x in self.get("late-pod")["status"].get("conditions", []) if x["type"] == "PodScheduled"), 30, 0.2)
+        finally:
+            for p in agents:
+                p.send_signal(signal.SIGCONT)
+        t0 = time.monotonic()
+        self.running("late-pod", 60)
+        (v,) = [v for v in c.standin.verdicts_of(NS, "late-pod") if v["command"] == "ADD"]
+        self.assertEqual(v["rc"], 0, v["out"])
+        print(f"\n  scheduled {time.monotonic() - t0:.1f} s after the agents went on")
 
 
 if __name__ == "__main__":

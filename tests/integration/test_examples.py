@@ -212,7 +212,7 @@ class Manifests(unittest.TestCase):
         text = " ".join(v["expression"] for v in policy["spec"]["validations"])
         for needed in ("authentication.kubernetes.io/node-name", "topocni.io/facts", "object.spec == oldObject.spec",
                        '!variables.onStatus ||', "dyn(object.status).?capacity", "dyn(object.status).?allocatable",
-                       '"bandwidth.topocni.io/"', '"addresses.topocni.io/"'):
+                       '"bandwidth.topocni.io/"', '"addresses.topocni.io/"', 'k == "topocni.io/networks"'):
             self.assertIn(needed, text)
 
     def test_the_slice_policy_holds_topocnis_service_account_to_its_own_nodes_resourceslices(self):

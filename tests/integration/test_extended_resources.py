@@ -30,6 +30,7 @@ from jsonpatch_apply import apply_checked
 M = 1_000_000
 BW = "bandwidth.topocni.io/"
 ADDR = "addresses.topocni.io/"
+MARKER = "topocni.io/networks"   # advertised as many as the node takes pods (cluster/resources.h)
 NODE = "worker-1"
 STATUS_PATH = f"/api/v1/nodes/{NODE}/status"
 BASE_CAPACITY = {"cpu": "8", "memory": "32780604Ki", "pods": "110", "ephemeral-storage": "101430960Ki",
@@ -225,7 +226,8 @@ class Capacities(BooksCase):
                      BW + f"macvlan.{m2}.egress": "1000", BW + f"macvlan.{m2}.ingress": "1000",
                      ADDR + "fast": "13",      # 10.91.0.0/28: 16 less network, gateway and broadcast
                      ADDR + "over-net": "5",   # the /29 of the two range sets
-                     ADDR + "ghost": "10"})    # .10 to .19
+                     ADDR + "ghost": "10",     # .10 to .19
+                     MARKER: want.get("pods", "110")})
         for name, v in changes.items():   # resource name -> value, None: absent
             if v is None:
                 want.pop(name, None)
@@ -286,7 +288,7 @@ class Capacities(BooksCase):
         zeroed = self.api.node(NODE)
         for kind in ("capacity", "allocatable"):
             for k in list(zeroed["status"][kind]):
-                if k.startswith((BW, ADDR)):
+                if k.startswith((BW, ADDR)) or k == MARKER:
                     zeroed["status"][kind][k] = "0"
         self.api.put_node(zeroed)
         self.wait_capacity(self.expected(), "after zeroing", p, seconds=8)
@@ -338,6 +340,17 @@ class Capacities(BooksCase):
         self.assertPatchesWellFormed()
         self.stop(p)
 
+    def test_the_marker_is_as_many_as_the_node_takes_pods_with_or_without_nads(self):
+        # No NAD: only the marker, at the Node's pods.
+        p = self.publisher(interval=60)
+        self.wait_capacity(dict(BASE_CAPACITY, **{MARKER: "110"}), "no NAD", p)
+        # kubelet's --max-pods raised: the watch brings it, the marker follows.
+        self.api.put_node(node_object(capacity=dict(self.status()["capacity"], pods="250"),
+                                      allocatable=dict(self.status()["allocatable"], pods="250")))
+        self.wait_capacity(dict(BASE_CAPACITY, pods="250", **{MARKER: "250"}), "pods 250", p, seconds=8)
+        self.assertPatchesWellFormed()
+        self.stop(p)
+
     def test_a_removed_nad_takes_its_resources_along_and_a_new_one_brings_them(self):
         self.put_all()
         p = self.publisher(interval=60)
@@ -366,7 +379,7 @@ class Capacities(BooksCase):
         # Every topocni NAD gone: every topocni resource goes, the rest stays.
         for ns, name in (("default", "fast"), ("default", "elsewhere"), ("default", "ghost")):
             self.api.delete_nad(ns, name)
-        self.wait_capacity(dict(BASE_CAPACITY), "after deleting every NAD", p, seconds=8)
+        self.wait_capacity(dict(BASE_CAPACITY, **{MARKER: "110"}), "after deleting every NAD (the marker stays)", p, seconds=8)
         self.assertPatchesWellFormed()
         self.stop(p)
 

@@ -93,9 +93,20 @@ TEST_CASE("resource names are valid by Kubernetes' rules, stable, and distinct f
     CHECK_FALSE(valid_resource_name("topocni.io/" + std::string(64, 'x'), &why));
     CHECK(is_topocni_resource("bandwidth.topocni.io/x"));
     CHECK_FALSE(is_topocni_resource("intel.com/sriov"));
-    // The extender's marker is valid, and not one the publisher keeps on Nodes.
+    // The extender's marker is valid, and outside the two domains (the publisher always
+    // writes it, at marker_capacity, and never removes it).
     CHECK(valid_resource_name(kMarkerResource, &why));
     CHECK_FALSE(is_topocni_resource(kMarkerResource));
+}
+
+TEST_CASE("a node offers as many markers as it takes pods, and kubelet's default when that cannot be read") {
+    CHECK(marker_capacity("110") == 110);
+    CHECK(marker_capacity("250") == 250);
+    CHECK(marker_capacity("1k") == 1000);
+    CHECK(marker_capacity("") == 110);
+    CHECK(marker_capacity("0") == 110);
+    CHECK(marker_capacity("1.5") == 110);
+    CHECK(marker_capacity("many") == 110);
 }
 
 TEST_CASE("quantities are read as Kubernetes writes them") {
