@@ -230,8 +230,8 @@ private:
         cluster::Resources want = cluster::capacities(nets, f, labels_of(node));
         json status = node.value("status", json::object());
         if (!status.is_object()) status = json::object();
-        json pods = status.value("capacity", json::object());
-        pods = pods.is_object() ? pods.value("pods", json()) : json();
+        json capacity = status.value("capacity", json::object());
+        json pods = capacity.is_object() ? capacity.value("pods", json()) : json();
         want[cluster::kMarkerResource] = cluster::marker_capacity(pods.is_string() ? pods.get<std::string>() : "");
         json patch = json::array();
         std::string said;

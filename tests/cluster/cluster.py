@@ -235,6 +235,15 @@ class ClusterTestCase(unittest.TestCase):
     def wait(self, what, fn, seconds=30, interval=0.1):
         return self.cluster.wait(what, fn, seconds, interval)
 
+    def macvlan_nad(self, name, subnet, namespace="default", **keys):
+        """A NAD of a topocni macvlan on the nodes' master with a host-local pool (applied)."""
+        conf = {"cniVersion": "1.0.0", "name": name, "type": "topocni", "attachment": "macvlan",
+                "master": self.cluster.nodes[0].master, "mode": "bridge",
+                "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet}]]}, **keys}
+        self.api.apply({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+                        "metadata": {"name": name, "namespace": namespace}, "spec": {"config": json.dumps(conf)}})
+        return conf
+
     def running(self, namespace, name, seconds=30, more=lambda: ""):
         """The pod once Running; else a failure naming its status, its verdicts on the node
         stand-ins, what it requests against what the nodes offer, and `more()`."""

@@ -66,14 +66,6 @@ class Faults(ClusterTestCase):
         self.cluster.stop_service(EXTENDER)
         return self.cluster.start_service("scheduler-extender.yaml", extra, port=self.extender_port)
 
-    def macvlan_nad(self, name, subnet, **keys):
-        conf = {"cniVersion": "1.0.0", "name": name, "type": "topocni", "attachment": "macvlan",
-                "master": self.cluster.nodes[0].master, "mode": "bridge",
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet}]]}, **keys}
-        self.api.apply({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-                        "metadata": {"name": name, "namespace": NS}, "spec": {"config": json.dumps(conf)}})
-        return conf
-
     def offered(self, network, nodes=("tc-a", "tc-b", "tc-e"), seconds=60):
         """The nodes' facts agents saw the NAD (through their watch) and offer its addresses."""
         for n in nodes:

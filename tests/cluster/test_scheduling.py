@@ -135,16 +135,12 @@ class Scheduling(ClusterTestCase):
         for n in c.nodes:
             st = self.api.get(f"/api/v1/nodes/{n.name}")["status"]
             self.assertEqual(st["allocatable"].get(MARKER), st["capacity"]["pods"], n.name)
-        conf = {"cniVersion": "1.0.0", "name": "sched-late", "type": "topocni", "attachment": "macvlan",
-                "master": c.nodes[0].master, "mode": "bridge",
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.238.0.0/24"}]]}}
         path = f"/apis/k8s.cni.cncf.io/v1/namespaces/{NS}/network-attachment-definitions"
         agents = [n.procs["facts"] for n in c.nodes]
         for p in agents:
             p.send_signal(signal.SIGSTOP)
         try:
-            self.api.apply({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-                            "metadata": {"name": "sched-late", "namespace": NS}, "spec": {"config": json.dumps(conf)}})
+            self.macvlan_nad("sched-late", "10.238.0.0/24", NS)
             self.addCleanup(self.api.raw, "DELETE", f"{path}/sched-late")
             self.create(pod("late-pod", "sched-late"))
             self.wait("kube-scheduler refuses the pod for the pool", lambda: any(
